@@ -1,0 +1,291 @@
+// Type traits of every wsp_ggml_type (name, block size, bytes per block, quantized or not,
+// row converters), fp16/bf16 row conversions and wsp_ggml_quantize_chunk.
+
+#include "fp16.h"
+#include "log.h"
+#include "quants.h"
+
+#include <cstring>
+
+namespace {
+
+using wsp::QK_K;
+
+template <typename Block, void (*Fn)(const Block *, float *, int64_t)>
+void to_float_fn(const void * x, float * y, int64_t k) {
+    Fn(static_cast<const Block *>(x), y, k);
+}
+
+template <typename Block, void (*Fn)(const float *, Block *, int64_t)>
+void from_float_fn(const float * x, void * y, int64_t k) {
+    Fn(x, static_cast<Block *>(y), k);
+}
+
+void f32_to_float(const void * x, float * y, int64_t k) {
+    std::memcpy(y, x, (size_t) k * sizeof(float));
+}
+
+void f32_from_float(const float * x, void * y, int64_t k) {
+    std::memcpy(y, x, (size_t) k * sizeof(float));
+}
+
+void f16_to_float(const void * x, float * y, int64_t k) {
+    wsp_ggml_fp16_to_fp32_row(static_cast<const wsp_ggml_fp16_t *>(x), y, k);
+}
+
+void f16_from_float(const float * x, void * y, int64_t k) {
+    wsp_ggml_fp32_to_fp16_row(x, static_cast<wsp_ggml_fp16_t *>(y), k);
+}
+
+void bf16_to_float(const void * x, float * y, int64_t k) {
+    wsp_ggml_bf16_to_fp32_row(static_cast<const wsp_ggml_bf16_t *>(x), y, k);
+}
+
+void bf16_from_float(const float * x, void * y, int64_t k) {
+    wsp_ggml_fp32_to_bf16_row_ref(x, static_cast<wsp_ggml_bf16_t *>(y), k);
+}
+
+constexpr wsp_ggml_type_traits removed_type = { "(removed)", 0, 0, 0, false, nullptr, nullptr };
+
+wsp_ggml_type_traits make_table_entry(int t) {
+    using namespace wsp;
+    switch (t) {
+        case WSP_GGML_TYPE_F32: return { "f32", 1, 0, 4, false, f32_to_float, f32_from_float };
+        case WSP_GGML_TYPE_F16: return { "f16", 1, 0, 2, false, f16_to_float, f16_from_float };
+        case WSP_GGML_TYPE_Q4_0:
+            return { "q4_0", QK4_0, 0, sizeof(block_q4_0), true, to_float_fn<block_q4_0, dequantize_row_q4_0>,
+                     from_float_fn<block_q4_0, quantize_row_q4_0_ref> };
+        case WSP_GGML_TYPE_Q4_1:
+            return { "q4_1", QK4_1, 0, sizeof(block_q4_1), true, to_float_fn<block_q4_1, dequantize_row_q4_1>,
+                     from_float_fn<block_q4_1, quantize_row_q4_1_ref> };
+        case WSP_GGML_TYPE_Q5_0:
+            return { "q5_0", QK5_0, 0, sizeof(block_q5_0), true, to_float_fn<block_q5_0, dequantize_row_q5_0>,
+                     from_float_fn<block_q5_0, quantize_row_q5_0_ref> };
+        case WSP_GGML_TYPE_Q5_1:
+            return { "q5_1", QK5_1, 0, sizeof(block_q5_1), true, to_float_fn<block_q5_1, dequantize_row_q5_1>,
+                     from_float_fn<block_q5_1, quantize_row_q5_1_ref> };
+        case WSP_GGML_TYPE_Q8_0:
+            return { "q8_0", QK8_0, 0, sizeof(block_q8_0), true, to_float_fn<block_q8_0, dequantize_row_q8_0>,
+                     from_float_fn<block_q8_0, quantize_row_q8_0_ref> };
+        case WSP_GGML_TYPE_Q8_1:
+            return { "q8_1", QK8_1, 0, sizeof(block_q8_1), true, to_float_fn<block_q8_1, dequantize_row_q8_1>,
+                     from_float_fn<block_q8_1, quantize_row_q8_1_ref> };
+        // declared for model files; no converters, so every backend refuses to compute with them
+        case WSP_GGML_TYPE_Q2_K: return { "q2_K", QK_K, 0, 84, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_Q3_K: return { "q3_K", QK_K, 0, 110, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_Q4_K: return { "q4_K", QK_K, 0, 144, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_Q5_K: return { "q5_K", QK_K, 0, 176, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_Q6_K: return { "q6_K", QK_K, 0, 210, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_Q8_K: return { "q8_K", QK_K, 0, 292, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ2_XXS: return { "iq2_xxs", QK_K, 0, 66, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ2_XS: return { "iq2_xs", QK_K, 0, 74, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ3_XXS: return { "iq3_xxs", QK_K, 0, 98, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ1_S: return { "iq1_s", QK_K, 0, 50, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ4_NL: return { "iq4_nl", 32, 0, 18, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ3_S: return { "iq3_s", QK_K, 0, 110, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ2_S: return { "iq2_s", QK_K, 0, 82, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ4_XS: return { "iq4_xs", QK_K, 0, 136, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_I8: return { "i8", 1, 0, 1, false, nullptr, nullptr };
+        case WSP_GGML_TYPE_I16: return { "i16", 1, 0, 2, false, nullptr, nullptr };
+        case WSP_GGML_TYPE_I32: return { "i32", 1, 0, 4, false, nullptr, nullptr };
+        case WSP_GGML_TYPE_I64: return { "i64", 1, 0, 8, false, nullptr, nullptr };
+        case WSP_GGML_TYPE_F64: return { "f64", 1, 0, 8, false, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ1_M: return { "iq1_m", QK_K, 0, 56, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_BF16: return { "bf16", 1, 0, 2, false, bf16_to_float, bf16_from_float };
+        case WSP_GGML_TYPE_TQ1_0: return { "tq1_0", QK_K, 0, 54, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_TQ2_0: return { "tq2_0", QK_K, 0, 66, true, nullptr, nullptr };
+        default: return removed_type;
+    }
+}
+
+struct TypeTable {
+    wsp_ggml_type_traits entries[WSP_GGML_TYPE_COUNT];
+
+    TypeTable() {
+        for (int t = 0; t < WSP_GGML_TYPE_COUNT; ++t) {
+            entries[t] = make_table_entry(t);
+        }
+    }
+};
+
+const TypeTable & table() {
+    static const TypeTable t;
+    return t;
+}
+
+bool valid_type(int type) {
+    return type >= 0 && type < WSP_GGML_TYPE_COUNT;
+}
+
+void check_type(enum wsp_ggml_type type, const char * fn) {
+    if (!valid_type(type)) {
+        WSP_GGML_ABORT("%s: invalid type id %d", fn, (int) type);
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+const struct wsp_ggml_type_traits * wsp_ggml_get_type_traits(enum wsp_ggml_type type) {
+    check_type(type, __func__);
+    return &table().entries[type];
+}
+
+int64_t wsp_ggml_blck_size(enum wsp_ggml_type type) {
+    check_type(type, __func__);
+    return table().entries[type].blck_size;
+}
+
+size_t wsp_ggml_type_size(enum wsp_ggml_type type) {
+    check_type(type, __func__);
+    return table().entries[type].type_size;
+}
+
+size_t wsp_ggml_row_size(enum wsp_ggml_type type, int64_t ne) {
+    const int64_t bs = wsp_ggml_blck_size(type);
+    if (bs == 0) {
+        WSP_GGML_ABORT("wsp_ggml_row_size: type %d was removed and has no layout", (int) type);
+    }
+    if (ne % bs != 0) {
+        WSP_GGML_ABORT("wsp_ggml_row_size: %lld elements is not a multiple of the %s block size %lld", (long long) ne,
+                       wsp_ggml_type_name(type), (long long) bs);
+    }
+    return wsp_ggml_type_size(type) * (size_t) (ne / bs);
+}
+
+const char * wsp_ggml_type_name(enum wsp_ggml_type type) {
+    return valid_type(type) ? table().entries[type].type_name : "NONE";
+}
+
+bool wsp_ggml_is_quantized(enum wsp_ggml_type type) {
+    check_type(type, __func__);
+    return table().entries[type].is_quantized;
+}
+
+enum wsp_ggml_type wsp_ggml_ftype_to_wsp_ggml_type(enum wsp_ggml_ftype ftype) {
+    switch (ftype) {
+        case WSP_GGML_FTYPE_ALL_F32: return WSP_GGML_TYPE_F32;
+        case WSP_GGML_FTYPE_MOSTLY_F16: return WSP_GGML_TYPE_F16;
+        case WSP_GGML_FTYPE_MOSTLY_BF16: return WSP_GGML_TYPE_BF16;
+        case WSP_GGML_FTYPE_MOSTLY_Q4_0: return WSP_GGML_TYPE_Q4_0;
+        case WSP_GGML_FTYPE_MOSTLY_Q4_1: return WSP_GGML_TYPE_Q4_1;
+        case WSP_GGML_FTYPE_MOSTLY_Q5_0: return WSP_GGML_TYPE_Q5_0;
+        case WSP_GGML_FTYPE_MOSTLY_Q5_1: return WSP_GGML_TYPE_Q5_1;
+        case WSP_GGML_FTYPE_MOSTLY_Q8_0: return WSP_GGML_TYPE_Q8_0;
+        case WSP_GGML_FTYPE_MOSTLY_Q2_K: return WSP_GGML_TYPE_Q2_K;
+        case WSP_GGML_FTYPE_MOSTLY_Q3_K: return WSP_GGML_TYPE_Q3_K;
+        case WSP_GGML_FTYPE_MOSTLY_Q4_K: return WSP_GGML_TYPE_Q4_K;
+        case WSP_GGML_FTYPE_MOSTLY_Q5_K: return WSP_GGML_TYPE_Q5_K;
+        case WSP_GGML_FTYPE_MOSTLY_Q6_K: return WSP_GGML_TYPE_Q6_K;
+        case WSP_GGML_FTYPE_MOSTLY_IQ2_XXS: return WSP_GGML_TYPE_IQ2_XXS;
+        case WSP_GGML_FTYPE_MOSTLY_IQ2_XS: return WSP_GGML_TYPE_IQ2_XS;
+        case WSP_GGML_FTYPE_MOSTLY_IQ3_XXS: return WSP_GGML_TYPE_IQ3_XXS;
+        case WSP_GGML_FTYPE_MOSTLY_IQ1_S: return WSP_GGML_TYPE_IQ1_S;
+        case WSP_GGML_FTYPE_MOSTLY_IQ1_M: return WSP_GGML_TYPE_IQ1_M;
+        case WSP_GGML_FTYPE_MOSTLY_IQ4_NL: return WSP_GGML_TYPE_IQ4_NL;
+        case WSP_GGML_FTYPE_MOSTLY_IQ4_XS: return WSP_GGML_TYPE_IQ4_XS;
+        case WSP_GGML_FTYPE_MOSTLY_IQ3_S: return WSP_GGML_TYPE_IQ3_S;
+        case WSP_GGML_FTYPE_MOSTLY_IQ2_S: return WSP_GGML_TYPE_IQ2_S;
+        case WSP_GGML_FTYPE_UNKNOWN:
+        case WSP_GGML_FTYPE_MOSTLY_Q4_1_SOME_F16: break;
+    }
+    return WSP_GGML_TYPE_COUNT;
+}
+
+float wsp_ggml_fp16_to_fp32(wsp_ggml_fp16_t h) {
+    return wsp::fp16_to_fp32(h);
+}
+
+wsp_ggml_fp16_t wsp_ggml_fp32_to_fp16(float f) {
+    return wsp::fp32_to_fp16(f);
+}
+
+void wsp_ggml_fp16_to_fp32_row(const wsp_ggml_fp16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i));
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+#endif
+    for (; i < n; ++i) {
+        y[i] = wsp::fp16_to_fp32(x[i]);
+    }
+}
+
+void wsp_ggml_fp32_to_fp16_row(const float * x, wsp_ggml_fp16_t * y, int64_t n) {
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), h);
+    }
+#endif
+    for (; i < n; ++i) {
+        y[i] = wsp::fp32_to_fp16(x[i]);
+    }
+}
+
+wsp_ggml_bf16_t wsp_ggml_fp32_to_bf16(float f) {
+    return wsp_ggml_bf16_t{ wsp::fp32_to_bf16(f) };
+}
+
+float wsp_ggml_bf16_to_fp32(wsp_ggml_bf16_t b) {
+    return wsp::bf16_to_fp32(b.bits);
+}
+
+void wsp_ggml_bf16_to_fp32_row(const wsp_ggml_bf16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = wsp::bf16_to_fp32(x[i].bits);
+    }
+}
+
+void wsp_ggml_fp32_to_bf16_row_ref(const float * x, wsp_ggml_bf16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i].bits = wsp::fp32_to_bf16(x[i]);
+    }
+}
+
+void wsp_ggml_fp32_to_bf16_row(const float * x, wsp_ggml_bf16_t * y, int64_t n) {
+    wsp_ggml_fp32_to_bf16_row_ref(x, y, n);
+}
+
+void wsp_ggml_quantize_init(enum wsp_ggml_type type) {
+    // the types we quantize need no tables; the call only validates the type
+    check_type(type, __func__);
+}
+
+void wsp_ggml_quantize_free(void) {}
+
+bool wsp_ggml_quantize_requires_imatrix(enum wsp_ggml_type type) {
+    return type == WSP_GGML_TYPE_IQ2_XXS || type == WSP_GGML_TYPE_IQ2_XS || type == WSP_GGML_TYPE_IQ1_S ||
+           type == WSP_GGML_TYPE_IQ1_M;
+}
+
+size_t wsp_ggml_quantize_chunk(enum wsp_ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
+                               int64_t n_per_row, const float * imatrix) {
+    (void) imatrix; // the reference quantizers of the supported types take no importance weights
+    if (!valid_type(type) || table().entries[type].from_float_ref == nullptr || type == WSP_GGML_TYPE_Q8_1) {
+        WSP_LOG_ERROR("wsp_ggml_quantize_chunk: quantizing to type %s is not supported (supported: f32, f16, bf16, "
+                      "q4_0, q4_1, q5_0, q5_1, q8_0)\n",
+                      wsp_ggml_type_name(type));
+        return 0;
+    }
+    const int64_t bs = wsp_ggml_blck_size(type);
+    if (n_per_row % bs != 0 || start % n_per_row != 0) {
+        WSP_LOG_ERROR("wsp_ggml_quantize_chunk: n_per_row %lld must be a multiple of the %s block size %lld and start "
+                      "%lld a multiple of n_per_row\n",
+                      (long long) n_per_row, wsp_ggml_type_name(type), (long long) bs, (long long) start);
+        return 0;
+    }
+    const size_t row_size  = wsp_ggml_row_size(type, n_per_row);
+    const int64_t start_row = start / n_per_row;
+    char *        out       = static_cast<char *>(dst) + (size_t) start_row * row_size;
+    for (int64_t r = 0; r < nrows; ++r) {
+        table().entries[type].from_float_ref(src + start + r * n_per_row, out + (size_t) r * row_size, n_per_row);
+    }
+    return (size_t) nrows * row_size;
+}
+
+} // extern "C"

@@ -1,0 +1,88 @@
+#pragma once
+
+// Persistent worker threads for graph compute. The calling thread is task 0 and drives the
+// graph; run() hands one node to nth tasks and returns when all are done. Idle workers spin
+// briefly (poll level) then sleep, so many pools on few cores do not burn the CPU.
+
+#include "kernel.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+struct wsp_ggml_threadpool; // public handle (ggml-cpu.h); wraps a wsp::cpu::ThreadPool
+
+namespace wsp::cpu {
+
+// per-run shared state: barrier and dynamic chunk counter
+class ThreadGroup {
+public:
+    void start(int nth) {
+        nth_ = nth;
+        count_.store(0, std::memory_order_relaxed);
+        chunk_.store(0, std::memory_order_relaxed);
+    }
+
+    void barrier();
+
+    int64_t next_chunk() { return chunk_.fetch_add(1, std::memory_order_relaxed); }
+
+private:
+    int                  nth_ = 1;
+    alignas(64) std::atomic<int> count_{ 0 };
+    alignas(64) std::atomic<int> phase_{ 0 };
+    alignas(64) std::atomic<int64_t> chunk_{ 0 };
+};
+
+class ThreadPool {
+public:
+    using TaskFn = void (*)(void * ctx, int ith, int nth);
+
+    ThreadPool(int n_threads, int poll, bool paused);
+    ~ThreadPool();
+
+    ThreadPool(const ThreadPool &)             = delete;
+    ThreadPool & operator=(const ThreadPool &) = delete;
+
+    int n_threads() const { return n_threads_; }
+
+    // run fn(ctx, ith, nth) for ith in [0, nth) with nth <= n_threads; ith 0 on the caller
+    void run(int nth, TaskFn fn, void * ctx);
+
+    void pause();
+    void resume();
+
+    ThreadGroup & group() { return group_; }
+
+private:
+    void worker_main(int index);
+    void wake_all();
+
+    int                      n_threads_;
+    int                      spin_iters_;
+    std::vector<std::thread> workers_;
+    ThreadGroup              group_;
+
+    // job published to workers
+    TaskFn job_fn_  = nullptr;
+    void * job_ctx_ = nullptr;
+    int    job_nth_ = 0;
+
+    alignas(64) std::atomic<uint64_t> generation_{ 0 };
+    alignas(64) std::atomic<int> done_{ 0 };
+
+    std::mutex              mutex_;
+    std::condition_variable cv_;
+    std::atomic<int>        sleepers_{ 0 };
+    std::atomic<bool>       stop_{ false };
+    std::atomic<bool>       paused_{ false };
+    std::mutex              run_mutex_; // one run at a time per pool
+};
+
+} // namespace wsp::cpu
+
+struct wsp_ggml_threadpool {
+    wsp::cpu::ThreadPool * pool;
+};
