@@ -53,7 +53,7 @@ bool alloc_span(wsp_ggml_context * ctx, wsp_ggml_backend_buffer_type_t buft, wsp
 
 extern "C" {
 
-struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors_from_buft(struct wsp_ggml_context * ctx,
+struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors_from_buft(struct wsp_ggml_context *      ctx,
                                                                               wsp_ggml_backend_buffer_type_t buft) {
     if (!wsp_ggml_get_no_alloc(ctx)) {
         WSP_LOG_ERROR("%s: the context must be created with no_alloc = true\n", __func__);
@@ -118,7 +118,7 @@ struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors_from_buft(st
 }
 
 struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors(struct wsp_ggml_context * ctx,
-                                                                    wsp_ggml_backend_t backend) {
+                                                                    wsp_ggml_backend_t        backend) {
     return wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, wsp_ggml_backend_get_default_buffer_type(backend));
 }
 

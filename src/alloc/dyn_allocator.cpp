@@ -37,7 +37,7 @@ size_t DynAllocator::allocate(size_t size) {
 }
 
 void DynAllocator::free(size_t offset, size_t size) {
-    size = std::max(aligned(size), alignment_);
+    size    = std::max(aligned(size), alignment_);
     auto it = std::lower_bound(free_.begin(), free_.end(), offset,
                                [](const Block & b, size_t off) { return b.offset < off; });
     it      = free_.insert(it, { offset, size });

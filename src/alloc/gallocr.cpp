@@ -54,17 +54,14 @@ bool can_inplace(const wsp_ggml_tensor * node, int src_index) {
         case WSP_GGML_OP_ADD:
         case WSP_GGML_OP_SUB:
         case WSP_GGML_OP_MUL:
-        case WSP_GGML_OP_DIV:
-            return true;
+        case WSP_GGML_OP_DIV: return true;
         case WSP_GGML_OP_SQR:
         case WSP_GGML_OP_SQRT:
         case WSP_GGML_OP_SCALE:
         case WSP_GGML_OP_UNARY:
         case WSP_GGML_OP_NORM:
-        case WSP_GGML_OP_SOFT_MAX:
-            return src_index == 0;
-        default:
-            return false;
+        case WSP_GGML_OP_SOFT_MAX: return src_index == 0;
+        default: return false;
     }
 }
 
@@ -93,17 +90,19 @@ struct wsp_ggml_gallocr {
 
     bool is_allocated(const wsp_ggml_tensor * t) { return t->data != nullptr || is_own(t); }
 
-    size_t alloc_size(int id, const wsp_ggml_tensor * t) const { return wsp_ggml_backend_buft_get_alloc_size(bufts[id], t); }
+    size_t alloc_size(int id, const wsp_ggml_tensor * t) const {
+        return wsp_ggml_backend_buft_get_alloc_size(bufts[id], t);
+    }
 
-    bool try_inplace(wsp_ggml_tensor * t, HashNode & hn, int buffer_id);
-    void allocate_node(wsp_ggml_tensor * t, int buffer_id);
-    void free_node(wsp_ggml_tensor * t);
-    void release_parent(wsp_ggml_tensor * parent);
-    void plan(wsp_ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids);
-    void record(wsp_ggml_cgraph * graph);
+    bool        try_inplace(wsp_ggml_tensor * t, HashNode & hn, int buffer_id);
+    void        allocate_node(wsp_ggml_tensor * t, int buffer_id);
+    void        free_node(wsp_ggml_tensor * t);
+    void        release_parent(wsp_ggml_tensor * parent);
+    void        plan(wsp_ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids);
+    void        record(wsp_ggml_cgraph * graph);
     TensorAlloc tensor_alloc_of(const wsp_ggml_tensor * t);
-    bool needs_realloc(wsp_ggml_cgraph * graph);
-    bool init_tensor(wsp_ggml_tensor * t, const TensorAlloc & ta);
+    bool        needs_realloc(wsp_ggml_cgraph * graph);
+    bool        init_tensor(wsp_ggml_tensor * t, const TensorAlloc & ta);
 };
 
 bool wsp_ggml_gallocr::try_inplace(wsp_ggml_tensor * t, HashNode & hn, int buffer_id) {
@@ -137,10 +136,10 @@ bool wsp_ggml_gallocr::try_inplace(wsp_ggml_tensor * t, HashNode & hn, int buffe
         }
         HashNode & vhn = node(vsrc);
         if (vhn.n_views == 1 && vhn.n_children == 0) {
-            hn.buffer_id  = vhn.buffer_id;
-            hn.offset     = vhn.offset;
-            vhn.allocated = false;
-            vhn.n_views   = 0;
+            hn.buffer_id   = vhn.buffer_id;
+            hn.offset      = vhn.offset;
+            vhn.allocated  = false;
+            vhn.n_views    = 0;
             phn.n_children = 0; // the view is consumed by t; nothing left to release
             return true;
         }
@@ -267,7 +266,7 @@ TensorAlloc wsp_ggml_gallocr::tensor_alloc_of(const wsp_ggml_tensor * t) {
 void wsp_ggml_gallocr::record(wsp_ggml_cgraph * graph) {
     node_allocs.assign((size_t) graph->n_nodes, NodeAlloc{});
     for (int i = 0; i < graph->n_nodes; ++i) {
-        const wsp_ggml_tensor * n = graph->nodes[i];
+        const wsp_ggml_tensor * n  = graph->nodes[i];
         NodeAlloc &             na = node_allocs[(size_t) i];
         na.dst                     = tensor_alloc_of(n);
         na.op                      = n->op;

@@ -13,7 +13,8 @@ struct wsp_ggml_tallocr wsp_ggml_tallocr_new(wsp_ggml_backend_buffer_t buffer) {
     if (align == 0 || (align & (align - 1)) != 0) {
         WSP_GGML_ABORT("wsp_ggml_tallocr_new: buffer alignment %zu is not a power of two", align);
     }
-    wsp_ggml_tallocr talloc = { buffer, base, align, WSP_GGML_PAD((size_t) (uintptr_t) base, align) - (size_t) (uintptr_t) base };
+    wsp_ggml_tallocr talloc = { buffer, base, align,
+                                WSP_GGML_PAD((size_t) (uintptr_t) base, align) - (size_t) (uintptr_t) base };
     return talloc;
 }
 

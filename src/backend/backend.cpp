@@ -65,8 +65,8 @@ void wsp_ggml_backend_tensor_get_async(wsp_ggml_backend_t backend, const struct 
         return;
     }
     if (tensor->data == nullptr || offset > wsp_ggml_nbytes(tensor) || size > wsp_ggml_nbytes(tensor) - offset) {
-        WSP_LOG_ERROR("%s: range [%zu, %zu) is out of the bounds of %s or it has no data; nothing was read\n",
-                      __func__, offset, offset + size, wsp::describe(tensor).c_str());
+        WSP_LOG_ERROR("%s: range [%zu, %zu) is out of the bounds of %s or it has no data; nothing was read\n", __func__,
+                      offset, offset + size, wsp::describe(tensor).c_str());
         return;
     }
     backend->iface.get_tensor_async(backend, tensor, data, offset, size);
@@ -78,7 +78,7 @@ void wsp_ggml_backend_synchronize(wsp_ggml_backend_t backend) {
     }
 }
 
-wsp_ggml_backend_graph_plan_t wsp_ggml_backend_graph_plan_create(wsp_ggml_backend_t backend,
+wsp_ggml_backend_graph_plan_t wsp_ggml_backend_graph_plan_create(wsp_ggml_backend_t       backend,
                                                                  struct wsp_ggml_cgraph * cgraph) {
     if (backend->iface.graph_plan_create == nullptr) {
         WSP_LOG_ERROR("%s: backend %s has no graph plans; use wsp_ggml_backend_graph_compute\n", __func__,
@@ -99,7 +99,7 @@ void wsp_ggml_backend_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backe
     backend->iface.graph_plan_free(backend, plan);
 }
 
-enum wsp_ggml_status wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t backend,
+enum wsp_ggml_status wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t            backend,
                                                          wsp_ggml_backend_graph_plan_t plan) {
     if (backend->iface.graph_plan_compute == nullptr || plan == nullptr) {
         WSP_LOG_ERROR("%s: backend %s has no graph plans or the plan is NULL\n", __func__,

@@ -73,7 +73,8 @@ size_t wsp_ggml_backend_buft_get_max_size(wsp_ggml_backend_buffer_type_t buft) {
     return buft->iface.get_max_size ? buft->iface.get_max_size(buft) : SIZE_MAX;
 }
 
-size_t wsp_ggml_backend_buft_get_alloc_size(wsp_ggml_backend_buffer_type_t buft, const struct wsp_ggml_tensor * tensor) {
+size_t wsp_ggml_backend_buft_get_alloc_size(wsp_ggml_backend_buffer_type_t buft,
+                                            const struct wsp_ggml_tensor * tensor) {
     return buft->iface.get_alloc_size ? buft->iface.get_alloc_size(buft, tensor) : wsp_ggml_nbytes(tensor);
 }
 
@@ -89,11 +90,11 @@ wsp_ggml_backend_dev_t wsp_ggml_backend_buft_get_device(wsp_ggml_backend_buffer_
 // buffer
 //
 
-wsp_ggml_backend_buffer_t wsp_ggml_backend_buffer_init(wsp_ggml_backend_buffer_type_t buft,
+wsp_ggml_backend_buffer_t wsp_ggml_backend_buffer_init(wsp_ggml_backend_buffer_type_t   buft,
                                                        struct wsp_ggml_backend_buffer_i iface, void * context,
                                                        size_t size) {
-    auto * buffer = new (std::nothrow) wsp_ggml_backend_buffer{ iface, buft, context, size,
-                                                                WSP_GGML_BACKEND_BUFFER_USAGE_ANY };
+    auto * buffer =
+        new (std::nothrow) wsp_ggml_backend_buffer{ iface, buft, context, size, WSP_GGML_BACKEND_BUFFER_USAGE_ANY };
     if (buffer == nullptr) {
         WSP_LOG_ERROR("%s: out of memory\n", __func__);
     }
@@ -131,7 +132,7 @@ void * wsp_ggml_backend_buffer_get_base(wsp_ggml_backend_buffer_t buffer) {
 }
 
 enum wsp_ggml_status wsp_ggml_backend_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer,
-                                                         struct wsp_ggml_tensor * tensor) {
+                                                         struct wsp_ggml_tensor *  tensor) {
     if (buffer->iface.init_tensor != nullptr) {
         return buffer->iface.init_tensor(buffer, tensor);
     }

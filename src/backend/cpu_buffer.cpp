@@ -21,8 +21,7 @@ void cpu_free(wsp_ggml_backend_buffer_t buffer) {
     std::free(buffer->context);
 }
 
-void cpu_memset_tensor(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * tensor, uint8_t value, size_t offset,
-                       size_t size) {
+void cpu_memset_tensor(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * tensor, uint8_t value, size_t offset, size_t size) {
     std::memset(static_cast<char *>(tensor->data) + offset, value, size);
 }
 

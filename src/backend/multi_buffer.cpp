@@ -45,7 +45,7 @@ const wsp_ggml_backend_buffer_i multi_iface = {
 extern "C" {
 
 wsp_ggml_backend_buffer_t wsp_ggml_backend_multi_buffer_alloc_buffer(wsp_ggml_backend_buffer_t * buffers,
-                                                                     size_t n_buffers) {
+                                                                     size_t                      n_buffers) {
     if (n_buffers == 0) {
         WSP_LOG_ERROR("%s: no buffers given\n", __func__);
         return nullptr;
@@ -66,7 +66,7 @@ bool wsp_ggml_backend_buffer_is_multi_buffer(wsp_ggml_backend_buffer_t buffer) {
     return buffer->iface.free_buffer == multi_free;
 }
 
-void wsp_ggml_backend_multi_buffer_set_usage(wsp_ggml_backend_buffer_t buffer,
+void wsp_ggml_backend_multi_buffer_set_usage(wsp_ggml_backend_buffer_t          buffer,
                                              enum wsp_ggml_backend_buffer_usage usage) {
     if (!wsp_ggml_backend_buffer_is_multi_buffer(buffer)) {
         WSP_LOG_ERROR("%s: not a multi-buffer\n", __func__);

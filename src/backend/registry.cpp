@@ -78,9 +78,9 @@ public:
             return false;
         }
         *handle = it->handle;
-        devices_.erase(std::remove_if(devices_.begin(), devices_.end(),
-                                      [&](wsp_ggml_backend_dev_t d) { return d->reg == reg; }),
-                       devices_.end());
+        devices_.erase(
+            std::remove_if(devices_.begin(), devices_.end(), [&](wsp_ggml_backend_dev_t d) { return d->reg == reg; }),
+            devices_.end());
         regs_.erase(it);
         return true;
     }
@@ -105,7 +105,7 @@ std::string backend_name_of(const std::string & file) {
     if (file.rfind(prefix, 0) != 0) {
         return "";
     }
-    std::string rest = file.substr(prefix.size());
+    std::string  rest = file.substr(prefix.size());
     const size_t end  = rest.find_first_of("-.");
     return rest.substr(0, end);
 }
@@ -119,7 +119,8 @@ wsp_ggml_backend_reg_t load_library(const std::string & path, bool quiet_if_not_
     auto init = reinterpret_cast<wsp_ggml_backend_init_t>(dlsym(handle, "wsp_ggml_backend_init"));
     if (init == nullptr) {
         if (!quiet_if_not_backend) {
-            WSP_LOG_ERROR("wsp_ggml_backend_load: %s is not a backend library (no wsp_ggml_backend_init)\n", path.c_str());
+            WSP_LOG_ERROR("wsp_ggml_backend_load: %s is not a backend library (no wsp_ggml_backend_init)\n",
+                          path.c_str());
         }
         dlclose(handle);
         return nullptr;

@@ -83,7 +83,8 @@ wsp_ggml_tensor * new_tensor_impl(wsp_ggml_context * ctx, wsp_ggml_type type, in
     }
     const size_t own_data = (view_src == nullptr && !ctx->no_alloc) ? data_size : 0;
 
-    auto * t = static_cast<wsp_ggml_tensor *>(context_alloc(ctx, WSP_GGML_OBJECT_TYPE_TENSOR, WSP_GGML_TENSOR_SIZE + own_data));
+    auto * t = static_cast<wsp_ggml_tensor *>(
+        context_alloc(ctx, WSP_GGML_OBJECT_TYPE_TENSOR, WSP_GGML_TENSOR_SIZE + own_data));
     std::memset(t, 0, WSP_GGML_TENSOR_SIZE);
     t->type      = type;
     t->op        = WSP_GGML_OP_NONE;
@@ -129,7 +130,7 @@ struct wsp_ggml_context * wsp_ggml_init(struct wsp_ggml_init_params params) {
         }
         ctx->mem_buffer       = params.mem_buffer;
         ctx->mem_buffer_owned = false;
-        mem_size              = params.mem_size / WSP_GGML_MEM_ALIGN * WSP_GGML_MEM_ALIGN; // never beyond the caller's buffer
+        mem_size = params.mem_size / WSP_GGML_MEM_ALIGN * WSP_GGML_MEM_ALIGN; // never beyond the caller's buffer
     }
     ctx->mem_size      = mem_size;
     ctx->no_alloc      = params.no_alloc;
@@ -238,7 +239,8 @@ struct wsp_ggml_tensor * wsp_ggml_get_first_tensor(const struct wsp_ggml_context
     return nullptr;
 }
 
-struct wsp_ggml_tensor * wsp_ggml_get_next_tensor(const struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * tensor) {
+struct wsp_ggml_tensor * wsp_ggml_get_next_tensor(const struct wsp_ggml_context * ctx,
+                                                  struct wsp_ggml_tensor *        tensor) {
     auto * obj = reinterpret_cast<wsp_ggml_object *>(reinterpret_cast<char *>(tensor) - WSP_GGML_OBJECT_SIZE);
     for (obj = obj->next; obj != nullptr; obj = obj->next) {
         if (obj->type == WSP_GGML_OBJECT_TYPE_TENSOR) {

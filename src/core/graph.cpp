@@ -30,7 +30,7 @@ size_t HashSet::insert(wsp_ggml_tensor * key, bool & inserted) {
 }
 
 wsp_ggml_cgraph graph_view(wsp_ggml_cgraph * g, int i0, int i1) {
-    wsp_ggml_cgraph view   = {};
+    wsp_ggml_cgraph view  = {};
     view.size             = i1 - i0;
     view.n_nodes          = i1 - i0;
     view.n_leafs          = 0;
@@ -54,10 +54,10 @@ struct GraphLayout {
 GraphLayout graph_layout(size_t size, bool grads) {
     const size_t hash_size = wsp::HashSet::capacity_for(size);
     size_t       bytes     = sizeof(wsp_ggml_cgraph);
-    bytes += 2 * size * sizeof(wsp_ggml_tensor *);                            // nodes, leafs
-    bytes += hash_size * sizeof(wsp_ggml_tensor *);                           // hash keys
-    bytes += (grads ? 2 * hash_size * sizeof(wsp_ggml_tensor *) : 0);         // grads, grad_accs
-    bytes += wsp::HashSet::bitset_words(hash_size) * sizeof(uint32_t);        // hash used bits
+    bytes += 2 * size * sizeof(wsp_ggml_tensor *);                     // nodes, leafs
+    bytes += hash_size * sizeof(wsp_ggml_tensor *);                    // hash keys
+    bytes += (grads ? 2 * hash_size * sizeof(wsp_ggml_tensor *) : 0);  // grads, grad_accs
+    bytes += wsp::HashSet::bitset_words(hash_size) * sizeof(uint32_t); // hash used bits
     return { hash_size, bytes };
 }
 
@@ -135,23 +135,23 @@ struct wsp_ggml_cgraph * wsp_ggml_new_graph_custom(struct wsp_ggml_context * ctx
     const GraphLayout layout = graph_layout(size, grads);
     char *            mem    = static_cast<char *>(wsp::context_alloc(ctx, WSP_GGML_OBJECT_TYPE_GRAPH, layout.bytes));
 
-    auto * g = reinterpret_cast<wsp_ggml_cgraph *>(mem);
-    char * p = mem + sizeof(wsp_ggml_cgraph);
+    auto * g    = reinterpret_cast<wsp_ggml_cgraph *>(mem);
+    char * p    = mem + sizeof(wsp_ggml_cgraph);
     auto   take = [&p](size_t n) {
         auto * arr = reinterpret_cast<wsp_ggml_tensor **>(p);
         p += n * sizeof(wsp_ggml_tensor *);
         return arr;
     };
-    g->size                    = (int) size;
-    g->n_nodes                 = 0;
-    g->n_leafs                 = 0;
-    g->nodes                   = take(size);
-    g->leafs                   = take(size);
-    g->visited_hash_set.size   = layout.hash_size;
-    g->visited_hash_set.keys   = take(layout.hash_size);
-    g->grads                   = grads ? take(layout.hash_size) : nullptr;
-    g->grad_accs               = grads ? take(layout.hash_size) : nullptr;
-    g->visited_hash_set.used   = reinterpret_cast<uint32_t *>(p);
+    g->size                  = (int) size;
+    g->n_nodes               = 0;
+    g->n_leafs               = 0;
+    g->nodes                 = take(size);
+    g->leafs                 = take(size);
+    g->visited_hash_set.size = layout.hash_size;
+    g->visited_hash_set.keys = take(layout.hash_size);
+    g->grads                 = grads ? take(layout.hash_size) : nullptr;
+    g->grad_accs             = grads ? take(layout.hash_size) : nullptr;
+    g->visited_hash_set.used = reinterpret_cast<uint32_t *>(p);
     g->visited_hash_set.reset();
     if (grads) {
         std::memset(g->grads, 0, layout.hash_size * sizeof(wsp_ggml_tensor *));

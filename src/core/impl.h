@@ -38,14 +38,14 @@ namespace wsp {
 
 // Open-addressing set of tensor pointers (linear probing, power-of-two capacity).
 struct HashSet {
-    size_t                   size;  // capacity, a power of two
-    uint32_t *               used;  // bitset of occupied slots
+    size_t                    size; // capacity, a power of two
+    uint32_t *                used; // bitset of occupied slots
     struct wsp_ggml_tensor ** keys;
 
     static constexpr size_t FULL = (size_t) -1;
 
     WSP_INTERNAL_API static size_t capacity_for(size_t min_elems); // >= 2 * min_elems, power of two
-    static size_t bitset_words(size_t size) { return (size + 31) / 32; }
+    static size_t                  bitset_words(size_t size) { return (size + 31) / 32; }
 
     bool is_used(size_t i) const { return (used[i >> 5] >> (i & 31)) & 1u; }
     void set_used(size_t i) { used[i >> 5] |= 1u << (i & 31); }
@@ -138,18 +138,18 @@ inline const wsp_ggml_tensor * storage_of(const wsp_ggml_tensor * t) {
 WSP_INTERNAL_API void * context_alloc(wsp_ggml_context * ctx, wsp_ggml_object_type type, size_t size);
 
 // new tensor (or view of view_src at view_offs) in ctx; aborts with a message when ctx is full
-WSP_INTERNAL_API wsp_ggml_tensor * new_tensor_impl(wsp_ggml_context * ctx, wsp_ggml_type type, int n_dims, const int64_t * ne,
-                                  wsp_ggml_tensor * view_src, size_t view_offs);
+WSP_INTERNAL_API wsp_ggml_tensor * new_tensor_impl(wsp_ggml_context * ctx, wsp_ggml_type type, int n_dims,
+                                                   const int64_t * ne, wsp_ggml_tensor * view_src, size_t view_offs);
 
 // Shape and type checks of op builders: on failure abort with the op, the tensors and the rule.
 [[noreturn]] WSP_INTERNAL_API void op_check_failed(const char * op, const char * rule, const wsp_ggml_tensor * a,
-                                  const wsp_ggml_tensor * b, const wsp_ggml_tensor * c);
+                                                   const wsp_ggml_tensor * b, const wsp_ggml_tensor * c);
 
 } // namespace wsp
 
-#define WSP_OP_CHECK(cond, op, a, b, c)                        \
-    do {                                                       \
-        if (!(cond)) {                                         \
+#define WSP_OP_CHECK(cond, op, a, b, c)                         \
+    do {                                                        \
+        if (!(cond)) {                                          \
             ::wsp::op_check_failed((op), #cond, (a), (b), (c)); \
-        }                                                      \
+        }                                                       \
     } while (0)

@@ -92,9 +92,9 @@ void wsp_ggml_abort(const char * file, int line, const char * fmt, ...) {
 const char * wsp_ggml_status_to_string(enum wsp_ggml_status status) {
     switch (status) {
         case WSP_GGML_STATUS_ALLOC_FAILED: return "GGML status: error (failed to allocate memory)";
-        case WSP_GGML_STATUS_FAILED:       return "GGML status: error (operation failed)";
-        case WSP_GGML_STATUS_SUCCESS:      return "GGML status: success";
-        case WSP_GGML_STATUS_ABORTED:      return "GGML status: warning (operation aborted)";
+        case WSP_GGML_STATUS_FAILED: return "GGML status: error (operation failed)";
+        case WSP_GGML_STATUS_SUCCESS: return "GGML status: success";
+        case WSP_GGML_STATUS_ABORTED: return "GGML status: warning (operation aborted)";
     }
     return "GGML status: unknown";
 }

@@ -50,16 +50,15 @@ wsp_ggml_tensor * scale_impl(wsp_ggml_context * ctx, wsp_ggml_tensor * a, float 
     return r;
 }
 
-
-wsp_ggml_tensor * map_custom1_impl(wsp_ggml_context * ctx, wsp_ggml_tensor * a, wsp_ggml_custom1_op_t fun,
-                                   int n_tasks, void * userdata, bool inplace) {
+wsp_ggml_tensor * map_custom1_impl(wsp_ggml_context * ctx, wsp_ggml_tensor * a, wsp_ggml_custom1_op_t fun, int n_tasks,
+                                   void * userdata, bool inplace) {
     if (fun == nullptr) {
         WSP_GGML_ABORT("wsp_ggml_map_custom1: the function of the custom op on %s is NULL", describe(a).c_str());
     }
     if (n_tasks != WSP_GGML_N_TASKS_MAX && n_tasks <= 0) {
         WSP_GGML_ABORT("wsp_ggml_map_custom1: n_tasks must be positive or WSP_GGML_N_TASKS_MAX, got %d", n_tasks);
     }
-    wsp_ggml_tensor *     r      = result_like(ctx, a, inplace);
+    wsp_ggml_tensor *          r      = result_like(ctx, a, inplace);
     const wsp::CustomOp1Params params = { fun, n_tasks, userdata };
     wsp::set_op_params(r, &params, sizeof(params));
     r->op     = WSP_GGML_OP_MAP_CUSTOM1;
@@ -153,9 +152,9 @@ struct wsp_ggml_tensor * wsp_ggml_unary_inplace(struct wsp_ggml_context * ctx, s
     return unary_impl(ctx, a, op, true);
 }
 
-#define WSP_UNARY_BUILDER(name, id)                                                                  \
+#define WSP_UNARY_BUILDER(name, id)                                                                       \
     struct wsp_ggml_tensor * wsp_ggml_##name(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a) { \
-        return unary_impl(ctx, a, id, false);                                                        \
+        return unary_impl(ctx, a, id, false);                                                             \
     }
 
 WSP_UNARY_BUILDER(abs, WSP_GGML_UNARY_OP_ABS)

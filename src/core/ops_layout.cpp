@@ -147,8 +147,8 @@ struct wsp_ggml_tensor * wsp_ggml_permute(struct wsp_ggml_context * ctx, struct 
     bool      seen[4] = { false, false, false, false };
     for (int i = 0; i < 4; ++i) {
         if (axes[i] < 0 || axes[i] >= WSP_GGML_MAX_DIMS || seen[axes[i]]) {
-            WSP_GGML_ABORT("wsp_ggml_permute: axes (%d, %d, %d, %d) of %s are not a permutation of 0..3", axis0,
-                           axis1, axis2, axis3, describe(a).c_str());
+            WSP_GGML_ABORT("wsp_ggml_permute: axes (%d, %d, %d, %d) of %s are not a permutation of 0..3", axis0, axis1,
+                           axis2, axis3, describe(a).c_str());
         }
         seen[axes[i]] = true;
     }
@@ -169,10 +169,10 @@ struct wsp_ggml_tensor * wsp_ggml_permute(struct wsp_ggml_context * ctx, struct 
 struct wsp_ggml_tensor * wsp_ggml_transpose(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a) {
     wsp_ggml_tensor * r = wsp_ggml_view_tensor(ctx, a);
     wsp_ggml_format_name(r, "%s (transposed)", a->name);
-    r->ne[0] = a->ne[1];
-    r->ne[1] = a->ne[0];
-    r->nb[0] = a->nb[1];
-    r->nb[1] = a->nb[0];
+    r->ne[0]  = a->ne[1];
+    r->ne[1]  = a->ne[0];
+    r->nb[0]  = a->nb[1];
+    r->nb[1]  = a->nb[0];
     r->op     = WSP_GGML_OP_TRANSPOSE;
     r->src[0] = a;
     wsp::set_op_param_i32(r, 0, 1);

@@ -155,11 +155,11 @@ struct wsp_ggml_tensor * wsp_ggml_conv_1d(struct wsp_ggml_context * ctx, struct 
                                           struct wsp_ggml_tensor * b, int s0, int p0, int d0) {
     // columns in the kernel's precision (F16 for half kernels, as upstream), F32 kernels keep F32
     const wsp_ggml_type col_type = a->type == WSP_GGML_TYPE_F32 ? WSP_GGML_TYPE_F32 : WSP_GGML_TYPE_F16;
-    wsp_ggml_tensor * im2col = wsp_ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, col_type); // [IC*K, OL, N]
-    wsp_ggml_tensor * r      = wsp_ggml_mul_mat(ctx,
-                                                wsp_ggml_reshape_2d(ctx, im2col, im2col->ne[0], im2col->ne[2] * im2col->ne[1]),
-                                                wsp_ggml_reshape_2d(ctx, a, a->ne[0] * a->ne[1], a->ne[2])); // [OL*N, OC]
-    return wsp_ggml_reshape_3d(ctx, r, im2col->ne[1], a->ne[2], im2col->ne[2]);                            // [OL, OC, N]
+    wsp_ggml_tensor *   im2col   = wsp_ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, col_type); // [IC*K, OL, N]
+    wsp_ggml_tensor *   r =
+        wsp_ggml_mul_mat(ctx, wsp_ggml_reshape_2d(ctx, im2col, im2col->ne[0], im2col->ne[2] * im2col->ne[1]),
+                         wsp_ggml_reshape_2d(ctx, a, a->ne[0] * a->ne[1], a->ne[2])); // [OL*N, OC]
+    return wsp_ggml_reshape_3d(ctx, r, im2col->ne[1], a->ne[2], im2col->ne[2]);       // [OL, OC, N]
 }
 
 struct wsp_ggml_tensor * wsp_ggml_conv_1d_ph(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a,

@@ -53,22 +53,52 @@ wsp_ggml_type_traits make_table_entry(int t) {
         case WSP_GGML_TYPE_F32: return { "f32", 1, 0, 4, false, f32_to_float, f32_from_float };
         case WSP_GGML_TYPE_F16: return { "f16", 1, 0, 2, false, f16_to_float, f16_from_float };
         case WSP_GGML_TYPE_Q4_0:
-            return { "q4_0", QK4_0, 0, sizeof(block_q4_0), true, to_float_fn<block_q4_0, dequantize_row_q4_0>,
+            return { "q4_0",
+                     QK4_0,
+                     0,
+                     sizeof(block_q4_0),
+                     true,
+                     to_float_fn<block_q4_0, dequantize_row_q4_0>,
                      from_float_fn<block_q4_0, quantize_row_q4_0_ref> };
         case WSP_GGML_TYPE_Q4_1:
-            return { "q4_1", QK4_1, 0, sizeof(block_q4_1), true, to_float_fn<block_q4_1, dequantize_row_q4_1>,
+            return { "q4_1",
+                     QK4_1,
+                     0,
+                     sizeof(block_q4_1),
+                     true,
+                     to_float_fn<block_q4_1, dequantize_row_q4_1>,
                      from_float_fn<block_q4_1, quantize_row_q4_1_ref> };
         case WSP_GGML_TYPE_Q5_0:
-            return { "q5_0", QK5_0, 0, sizeof(block_q5_0), true, to_float_fn<block_q5_0, dequantize_row_q5_0>,
+            return { "q5_0",
+                     QK5_0,
+                     0,
+                     sizeof(block_q5_0),
+                     true,
+                     to_float_fn<block_q5_0, dequantize_row_q5_0>,
                      from_float_fn<block_q5_0, quantize_row_q5_0_ref> };
         case WSP_GGML_TYPE_Q5_1:
-            return { "q5_1", QK5_1, 0, sizeof(block_q5_1), true, to_float_fn<block_q5_1, dequantize_row_q5_1>,
+            return { "q5_1",
+                     QK5_1,
+                     0,
+                     sizeof(block_q5_1),
+                     true,
+                     to_float_fn<block_q5_1, dequantize_row_q5_1>,
                      from_float_fn<block_q5_1, quantize_row_q5_1_ref> };
         case WSP_GGML_TYPE_Q8_0:
-            return { "q8_0", QK8_0, 0, sizeof(block_q8_0), true, to_float_fn<block_q8_0, dequantize_row_q8_0>,
+            return { "q8_0",
+                     QK8_0,
+                     0,
+                     sizeof(block_q8_0),
+                     true,
+                     to_float_fn<block_q8_0, dequantize_row_q8_0>,
                      from_float_fn<block_q8_0, quantize_row_q8_0_ref> };
         case WSP_GGML_TYPE_Q8_1:
-            return { "q8_1", QK8_1, 0, sizeof(block_q8_1), true, to_float_fn<block_q8_1, dequantize_row_q8_1>,
+            return { "q8_1",
+                     QK8_1,
+                     0,
+                     sizeof(block_q8_1),
+                     true,
+                     to_float_fn<block_q8_1, dequantize_row_q8_1>,
                      from_float_fn<block_q8_1, quantize_row_q8_1_ref> };
         // declared for model files; no converters, so every backend refuses to compute with them
         case WSP_GGML_TYPE_Q2_K: return { "q2_K", QK_K, 0, 84, true, nullptr, nullptr };
@@ -279,7 +309,7 @@ size_t wsp_ggml_quantize_chunk(enum wsp_ggml_type type, const float * src, void 
                       (long long) n_per_row, wsp_ggml_type_name(type), (long long) bs, (long long) start);
         return 0;
     }
-    const size_t row_size  = wsp_ggml_row_size(type, n_per_row);
+    const size_t  row_size  = wsp_ggml_row_size(type, n_per_row);
     const int64_t start_row = start / n_per_row;
     char *        out       = static_cast<char *>(dst) + (size_t) start_row * row_size;
     for (int64_t r = 0; r < nrows; ++r) {

@@ -29,7 +29,9 @@ void set_value(const wsp_ggml_tensor * t, char * p, double v) {
         case WSP_GGML_TYPE_F32:
         case WSP_GGML_TYPE_F16:
         case WSP_GGML_TYPE_BF16: wsp::cpu::store_f(t->type, p, (float) v); break;
-        default: WSP_GGML_ABORT("scalar access to %s: type %s has no scalar elements", describe(t).c_str(), wsp_ggml_type_name(t->type));
+        default:
+            WSP_GGML_ABORT("scalar access to %s: type %s has no scalar elements", describe(t).c_str(),
+                           wsp_ggml_type_name(t->type));
     }
 }
 
@@ -41,7 +43,9 @@ double get_value(const wsp_ggml_tensor * t, const char * p) {
         case WSP_GGML_TYPE_F32:
         case WSP_GGML_TYPE_F16:
         case WSP_GGML_TYPE_BF16: return wsp::cpu::load_f(t->type, p);
-        default: WSP_GGML_ABORT("scalar access to %s: type %s has no scalar elements", describe(t).c_str(), wsp_ggml_type_name(t->type));
+        default:
+            WSP_GGML_ABORT("scalar access to %s: type %s has no scalar elements", describe(t).c_str(),
+                           wsp_ggml_type_name(t->type));
     }
 }
 

@@ -67,7 +67,8 @@ struct CpuPlan {
     std::vector<uint8_t> work;
 };
 
-wsp_ggml_guid cpu_guid = { 0x43, 0x2f, 0x5a, 0x1e, 0x77, 0x09, 0x4c, 0xb2, 0x91, 0x3d, 0x6e, 0x58, 0xa4, 0x0f, 0xc7, 0x21 };
+wsp_ggml_guid cpu_guid = { 0x43, 0x2f, 0x5a, 0x1e, 0x77, 0x09, 0x4c, 0xb2,
+                           0x91, 0x3d, 0x6e, 0x58, 0xa4, 0x0f, 0xc7, 0x21 };
 
 CpuBackend * ctx_of(wsp_ggml_backend_t backend) {
     return static_cast<CpuBackend *>(backend->context);
@@ -88,7 +89,7 @@ wsp_ggml_backend_graph_plan_t plan_create(wsp_ggml_backend_t backend, const wsp_
     if (plan == nullptr) {
         return nullptr;
     }
-    plan->graph = *cgraph;
+    plan->graph     = *cgraph;
     ThreadPool * tp = ctx->pool();
     plan->work.resize(wsp::cpu::graph_work_size(cgraph, tp ? tp->n_threads() : 1));
     return plan;
@@ -260,14 +261,22 @@ wsp_ggml_backend_dev_t reg_device(wsp_ggml_backend_reg_t reg, size_t index);
 wsp_ggml_backend_feature * cpu_features(wsp_ggml_backend_reg_t) {
     static std::vector<wsp_ggml_backend_feature> features = [] {
         std::vector<wsp_ggml_backend_feature> f;
-        if (wsp_ggml_cpu_has_avx()) f.push_back({ "AVX", "1" });
-        if (wsp_ggml_cpu_has_avx2()) f.push_back({ "AVX2", "1" });
-        if (wsp_ggml_cpu_has_f16c()) f.push_back({ "F16C", "1" });
-        if (wsp_ggml_cpu_has_fma()) f.push_back({ "FMA", "1" });
-        if (wsp_ggml_cpu_has_avx512()) f.push_back({ "AVX512", "1" });
-        if (wsp_ggml_cpu_has_avx512_vnni()) f.push_back({ "AVX512_VNNI", "1" });
-        if (wsp_ggml_cpu_has_avx512_bf16()) f.push_back({ "AVX512_BF16", "1" });
-        if (wsp_ggml_cpu_has_neon()) f.push_back({ "NEON", "1" });
+        if (wsp_ggml_cpu_has_avx())
+            f.push_back({ "AVX", "1" });
+        if (wsp_ggml_cpu_has_avx2())
+            f.push_back({ "AVX2", "1" });
+        if (wsp_ggml_cpu_has_f16c())
+            f.push_back({ "F16C", "1" });
+        if (wsp_ggml_cpu_has_fma())
+            f.push_back({ "FMA", "1" });
+        if (wsp_ggml_cpu_has_avx512())
+            f.push_back({ "AVX512", "1" });
+        if (wsp_ggml_cpu_has_avx512_vnni())
+            f.push_back({ "AVX512_VNNI", "1" });
+        if (wsp_ggml_cpu_has_avx512_bf16())
+            f.push_back({ "AVX512_BF16", "1" });
+        if (wsp_ggml_cpu_has_neon())
+            f.push_back({ "NEON", "1" });
         f.push_back({ nullptr, nullptr });
         return f;
     }();

@@ -30,11 +30,11 @@ void row_f32(float * d, const float * x, const float * y, int64_t ne0, int64_t n
 
 template <typename Op>
 void compute_op(const ComputeParams & p, wsp_ggml_tensor * dst, Op op) {
-    const wsp_ggml_tensor * a = dst->src[0];
-    const wsp_ggml_tensor * b = dst->src[1];
-    const int64_t ne0 = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
-    const int64_t nrows = wsp_ggml_nrows(a);
-    int64_t       r0, r1;
+    const wsp_ggml_tensor * a   = dst->src[0];
+    const wsp_ggml_tensor * b   = dst->src[1];
+    const int64_t           ne0 = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
+    const int64_t           nrows = wsp_ggml_nrows(a);
+    int64_t                 r0, r1;
     split_range(nrows, p.ith, p.nth, r0, r1);
 
     const bool fast = a->type == WSP_GGML_TYPE_F32 && b->type == WSP_GGML_TYPE_F32 && dst->type == WSP_GGML_TYPE_F32 &&

@@ -137,7 +137,8 @@ enum wsp_ggml_status wsp_ggml_graph_compute_with_ctx(struct wsp_ggml_context * c
                                                      int n_threads) {
     wsp_ggml_cplan plan = wsp_ggml_graph_plan(cgraph, n_threads, nullptr);
     if (plan.work_size > 0) {
-        plan.work_data = static_cast<uint8_t *>(wsp::context_alloc(ctx, WSP_GGML_OBJECT_TYPE_WORK_BUFFER, plan.work_size));
+        plan.work_data =
+            static_cast<uint8_t *>(wsp::context_alloc(ctx, WSP_GGML_OBJECT_TYPE_WORK_BUFFER, plan.work_size));
     }
     return wsp_ggml_graph_compute(cgraph, &plan);
 }

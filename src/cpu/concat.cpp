@@ -18,16 +18,16 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     split_range(wsp_ggml_nrows(dst), p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         int64_t idx[4] = { 0, r % dst->ne[1], (r / dst->ne[1]) % dst->ne[2], r / (dst->ne[1] * dst->ne[2]) };
-        char *  drow   = static_cast<char *>(dst->data) + idx[1] * dst->nb[1] + idx[2] * dst->nb[2] + idx[3] * dst->nb[3];
+        char *  drow = static_cast<char *>(dst->data) + idx[1] * dst->nb[1] + idx[2] * dst->nb[2] + idx[3] * dst->nb[3];
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-            idx[0]                    = i0;
-            const wsp_ggml_tensor * s = idx[dim] < a->ne[dim] ? a : b;
+            idx[0]                       = i0;
+            const wsp_ggml_tensor * s    = idx[dim] < a->ne[dim] ? a : b;
             int64_t                 j[4] = { idx[0], idx[1], idx[2], idx[3] };
             if (s == b) {
                 j[dim] -= a->ne[dim];
             }
-            const char * src = static_cast<const char *>(s->data) + j[0] * s->nb[0] + j[1] * s->nb[1] + j[2] * s->nb[2] +
-                               j[3] * s->nb[3];
+            const char * src = static_cast<const char *>(s->data) + j[0] * s->nb[0] + j[1] * s->nb[1] +
+                               j[2] * s->nb[2] + j[3] * s->nb[3];
             std::memcpy(drow + i0 * dst->nb[0], src, elem);
         }
     }

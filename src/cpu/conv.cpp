@@ -43,8 +43,9 @@ void im2col_compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
                     const int64_t iw = ow * s0 + kw * d0 - p0;
                     float         v  = 0.0f;
                     if (iw >= 0 && iw < IW && (!is_2d || (ih >= 0 && ih < IH))) {
-                        const char * s = static_cast<const char *>(b->data) + iw * b->nb[0] +
-                                         (is_2d ? ih * b->nb[1] + ic * b->nb[2] + n * b->nb[3] : ic * b->nb[1] + n * b->nb[2]);
+                        const char * s =
+                            static_cast<const char *>(b->data) + iw * b->nb[0] +
+                            (is_2d ? ih * b->nb[1] + ic * b->nb[2] + n * b->nb[3] : ic * b->nb[1] + n * b->nb[2]);
                         v = load_f(b->type, s);
                     }
                     store_f(dst->type, drow + ((ic * KH + kh) * KW + kw) * dst->nb[0], v);
@@ -71,9 +72,9 @@ void pad_reflect_compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     split_range(wsp_ggml_nrows(a), p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-        const float * x  = reinterpret_cast<const float *>(static_cast<const char *>(a->data) + i1 * a->nb[1] +
+        const float * x = reinterpret_cast<const float *>(static_cast<const char *>(a->data) + i1 * a->nb[1] +
                                                           i2 * a->nb[2] + i3 * a->nb[3]);
-        float *       y  = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
+        float *       y = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
                                               i3 * dst->nb[3]);
         for (int64_t i = 0; i < p0; ++i) {
             y[i] = x[p0 - i];

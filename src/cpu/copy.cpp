@@ -44,7 +44,8 @@ void copy_rows(const ComputeParams & p, const wsp_ggml_tensor * src, wsp_ggml_te
     const int64_t ne0 = src->ne[0];
     int64_t       r0, r1;
     split_range(wsp_ggml_nrows(src), p.ith, p.nth, r0, r1);
-    float * tmp = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
+    float * tmp =
+        reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
     const bool   same_type  = src->type == dst->type;
     const size_t elem       = wsp_ggml_type_size(src->type);
     const bool   src_packed = wsp_ggml_is_contiguous_rows(src);
@@ -88,8 +89,10 @@ void copy_elements(const ComputeParams & p, const wsp_ggml_tensor * src, wsp_ggm
         int64_t s0, s1, s2, s3, d0, d1, d2, d3;
         wsp_ggml_unravel_index(src, e, &s0, &s1, &s2, &s3);
         wsp_ggml_unravel_index(dst, e, &d0, &d1, &d2, &d3);
-        const char * s = static_cast<const char *>(src->data) + s0 * src->nb[0] + s1 * src->nb[1] + s2 * src->nb[2] + s3 * src->nb[3];
-        char *       d = static_cast<char *>(dst->data) + d0 * dst->nb[0] + d1 * dst->nb[1] + d2 * dst->nb[2] + d3 * dst->nb[3];
+        const char * s = static_cast<const char *>(src->data) + s0 * src->nb[0] + s1 * src->nb[1] + s2 * src->nb[2] +
+                         s3 * src->nb[3];
+        char * d =
+            static_cast<char *>(dst->data) + d0 * dst->nb[0] + d1 * dst->nb[1] + d2 * dst->nb[2] + d3 * dst->nb[3];
         if (same_type) {
             std::memcpy(d, s, elem);
         } else {
@@ -118,8 +121,8 @@ bool supported(const wsp_ggml_tensor * dst) {
         if (wsp_ggml_is_contiguous(src) && wsp_ggml_is_contiguous(dst)) {
             return true; // bytes are bytes, whatever the type
         }
-        return !wsp_ggml_is_quantized(src->type) || (src->ne[0] == dst->ne[0] && wsp_ggml_is_contiguous_rows(src) &&
-                                                      wsp_ggml_is_contiguous_rows(dst));
+        return !wsp_ggml_is_quantized(src->type) ||
+               (src->ne[0] == dst->ne[0] && wsp_ggml_is_contiguous_rows(src) && wsp_ggml_is_contiguous_rows(dst));
     }
     const bool rows_match = src->ne[0] == dst->ne[0];
     if (wsp_ggml_is_quantized(dst->type)) {

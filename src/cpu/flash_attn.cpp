@@ -32,10 +32,10 @@ size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
 }
 
 void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
-    const wsp_ggml_tensor * q    = dst->src[0];
-    const wsp_ggml_tensor * k    = dst->src[1];
-    const wsp_ggml_tensor * v    = dst->src[2];
-    const wsp_ggml_tensor * mask = dst->src[3];
+    const wsp_ggml_tensor * q        = dst->src[0];
+    const wsp_ggml_tensor * k        = dst->src[1];
+    const wsp_ggml_tensor * v        = dst->src[2];
+    const wsp_ggml_tensor * mask     = dst->src[3];
     const float             scale    = get_op_param_f32(dst, 0);
     const float             max_bias = get_op_param_f32(dst, 1);
     const float             softcap  = get_op_param_f32(dst, 2);
@@ -44,9 +44,9 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const int64_t n_q = q->ne[1], n_head = q->ne[2];
     const int64_t rk2 = q->ne[2] / k->ne[2], rk3 = q->ne[3] / k->ne[3];
 
-    float * qf   = static_cast<float *>(p.wdata) + (size_t) p.ith * task_floats(dst);
-    float * kf   = qf + D;
-    float * acc  = kf + (D > Dv ? D : Dv);
+    float * qf  = static_cast<float *>(p.wdata) + (size_t) p.ith * task_floats(dst);
+    float * kf  = qf + D;
+    float * acc = kf + (D > Dv ? D : Dv);
     (void) kf;
 
     int64_t r0, r1;
@@ -54,14 +54,15 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t iq1 = r % n_q, iq2 = (r / n_q) % n_head, iq3 = r / (n_q * n_head);
         const int64_t ik2 = iq2 / rk2, ik3 = iq3 / rk3;
-        strided_row_to_f32(q->type, static_cast<const char *>(q->data) + iq1 * q->nb[1] + iq2 * q->nb[2] + iq3 * q->nb[3],
+        strided_row_to_f32(q->type,
+                           static_cast<const char *>(q->data) + iq1 * q->nb[1] + iq2 * q->nb[2] + iq3 * q->nb[3],
                            q->nb[0], qf, D);
         const float  slope = alibi_slope(max_bias, iq2, n_head);
         const char * mrow  = mask ? static_cast<const char *>(mask->data) + iq1 * mask->nb[1] +
                                        (iq2 % mask->ne[2]) * mask->nb[2] + (iq3 % mask->ne[3]) * mask->nb[3]
-                                 : nullptr;
-        float M = -INFINITY;
-        float S = 0.0f;
+                                  : nullptr;
+        float        M     = -INFINITY;
+        float        S     = 0.0f;
         for (int64_t i = 0; i < Dv; ++i) {
             acc[i] = 0.0f;
         }
@@ -96,7 +97,7 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
                 }
             }
         }
-        float *     out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + iq2 * dst->nb[1] + iq1 * dst->nb[2] +
+        float * out = reinterpret_cast<float *>(static_cast<char *>(dst->data) + iq2 * dst->nb[1] + iq1 * dst->nb[2] +
                                                 iq3 * dst->nb[3]);
         const float inv = S > 0.0f ? 1.0f / S : 0.0f;
         for (int64_t i = 0; i < Dv; ++i) {

@@ -23,7 +23,7 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
         const int64_t i10 = r % b->ne[0], i11 = (r / b->ne[0]) % b->ne[1], i12 = r / (b->ne[0] * b->ne[1]);
         const int32_t row = *reinterpret_cast<const int32_t *>(static_cast<const char *>(b->data) + i10 * b->nb[0] +
                                                                i11 * b->nb[1] + i12 * b->nb[2]);
-        char * d = static_cast<char *>(dst->data) + i10 * dst->nb[1] + i11 * dst->nb[2] + i12 * dst->nb[3];
+        char *        d   = static_cast<char *>(dst->data) + i10 * dst->nb[1] + i11 * dst->nb[2] + i12 * dst->nb[3];
         if (row < 0 || row >= a->ne[1]) {
             if (!reported) {
                 WSP_LOG_ERROR("get_rows: index %d is outside the %lld rows of %s; the row is filled with zeros\n", row,
@@ -33,7 +33,8 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
             std::memset(d, 0, (size_t) dst->ne[0] * wsp_ggml_type_size(dst->type));
             continue;
         }
-        const char * s = static_cast<const char *>(a->data) + row * a->nb[1] + i11 * a->nb[2] + (i12 % a->ne[3]) * a->nb[3];
+        const char * s =
+            static_cast<const char *>(a->data) + row * a->nb[1] + i11 * a->nb[2] + (i12 % a->ne[3]) * a->nb[3];
         if (dst->type == WSP_GGML_TYPE_I32 || a->type == WSP_GGML_TYPE_F32) {
             std::memcpy(d, s, (size_t) a->ne[0] * wsp_ggml_type_size(a->type));
         } else {

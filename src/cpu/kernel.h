@@ -18,10 +18,10 @@ namespace wsp::cpu {
 class ThreadGroup;
 
 struct ComputeParams {
-    int          ith;   // this task's index
-    int          nth;   // number of tasks running the node
-    void *       wdata; // scratch shared by the tasks of this node (work_size bytes)
-    size_t       wsize;
+    int           ith;   // this task's index
+    int           nth;   // number of tasks running the node
+    void *        wdata; // scratch shared by the tasks of this node (work_size bytes)
+    size_t        wsize;
     ThreadGroup * group; // shared by the tasks of this node (never NULL)
 
     // all nth tasks of the node wait here for each other

@@ -20,9 +20,9 @@ size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
 }
 
 void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
-    const wsp_ggml_tensor * a = dst->src[0];
-    const wsp_ggml_tensor * b = dst->src[1];
-    const int64_t           K = a->ne[0];
+    const wsp_ggml_tensor * a  = dst->src[0];
+    const wsp_ggml_tensor * b  = dst->src[1];
+    const int64_t           K  = a->ne[0];
     float *                 bf = static_cast<float *>(p.wdata);
 
     // phase 1: b -> contiguous f32 rows
@@ -31,7 +31,7 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     split_range(nrows_b, p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % b->ne[1], i2 = (r / b->ne[1]) % b->ne[2], i3 = r / (b->ne[1] * b->ne[2]);
-        const char *  s  = static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+        const char *  s = static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
         strided_row_to_f32(b->type, s, b->nb[0], bf + r * K, K);
     }
     p.barrier();
@@ -45,7 +45,8 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     split_range(n_units, p.ith, p.nth, u0, u1);
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t i0 = u % a->ne[1], i2 = (u / a->ne[1]) % b->ne[2], i3 = u / (a->ne[1] * b->ne[2]);
-        const char *  s  = static_cast<const char *>(a->data) + i0 * a->nb[1] + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+        const char *  s =
+            static_cast<const char *>(a->data) + i0 * a->nb[1] + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
         if (wsp_ggml_is_quantized(a->type)) {
             row_to_f32(a->type, s, arow, K);
         } else {
@@ -53,17 +54,17 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
         }
         for (int64_t i1 = 0; i1 < b->ne[1]; ++i1) {
             const float * brow = bf + ((i3 * b->ne[2] + i2) * b->ne[1] + i1) * K;
-            float *       d    = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i0 * dst->nb[0] +
-                                                  i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
-            *d                 = vec_dot_f32(arow, brow, K);
+            float * d = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i0 * dst->nb[0] + i1 * dst->nb[1] +
+                                                  i2 * dst->nb[2] + i3 * dst->nb[3]);
+            *d        = vec_dot_f32(arow, brow, K);
         }
     }
 }
 
 bool supported(const wsp_ggml_tensor * dst) {
-    const wsp_ggml_tensor * a = dst->src[0];
-    const wsp_ggml_tensor * b = dst->src[1];
-    const bool a_ok = is_float_type(a->type) ||
+    const wsp_ggml_tensor * a    = dst->src[0];
+    const wsp_ggml_tensor * b    = dst->src[1];
+    const bool              a_ok = is_float_type(a->type) ||
                       (wsp_ggml_is_quantized(a->type) && wsp_ggml_get_type_traits(a->type)->to_float != nullptr &&
                        wsp_ggml_is_contiguous_rows(a));
     return dst->type == WSP_GGML_TYPE_F32 && a_ok && is_float_type(b->type);

@@ -35,7 +35,8 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const int64_t           ne0 = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
     int64_t                 r0, r1;
     split_range(wsp_ggml_nrows(a), p.ith, p.nth, r0, r1);
-    float * tmp = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
+    float * tmp =
+        reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
         const char *  xa = static_cast<const char *>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];

@@ -22,7 +22,7 @@ int one_task(const wsp_ggml_tensor *, int) {
 }
 
 int tasks_by_rows(const wsp_ggml_tensor * node, int n_threads) {
-    const int64_t rows = wsp_ggml_nrows(node);
+    const int64_t rows    = wsp_ggml_nrows(node);
     const int     by_size = tasks_for_elements(wsp_ggml_nelements(node), n_threads);
     return (int) (rows < by_size ? (rows < 1 ? 1 : rows) : by_size);
 }

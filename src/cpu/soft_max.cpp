@@ -33,13 +33,14 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const int64_t           ne0 = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
     int64_t                 r0, r1;
     split_range(wsp_ggml_nrows(a), p.ith, p.nth, r0, r1);
-    float * w = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
+    float * w =
+        reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * ((size_t) ne0 * sizeof(float) + 64));
 
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-        const float * x  = reinterpret_cast<const float *>(static_cast<const char *>(a->data) + i1 * a->nb[1] +
+        const float * x = reinterpret_cast<const float *>(static_cast<const char *>(a->data) + i1 * a->nb[1] +
                                                           i2 * a->nb[2] + i3 * a->nb[3]);
-        float *       y  = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
+        float *       y = reinterpret_cast<float *>(static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
                                               i3 * dst->nb[3]);
         for (int64_t i = 0; i < ne0; ++i) {
             w[i] = x[i] * scale;

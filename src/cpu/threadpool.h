@@ -30,7 +30,7 @@ public:
     int64_t next_chunk() { return chunk_.fetch_add(1, std::memory_order_relaxed); }
 
 private:
-    int                  nth_ = 1;
+    int nth_ = 1;
     alignas(64) std::atomic<int> count_{ 0 };
     alignas(64) std::atomic<int> phase_{ 0 };
     alignas(64) std::atomic<int64_t> chunk_{ 0 };

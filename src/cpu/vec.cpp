@@ -11,11 +11,11 @@ namespace wsp::cpu {
 
 namespace {
 
-constexpr float LOG2E   = 1.44269504088896341f;
-constexpr float LN2_HI  = 0.693359375f;
-constexpr float LN2_LO  = -2.12194440e-4f;
-constexpr float EXP_HI  = 88.3762626647949f;
-constexpr float EXP_LO  = -88.3762626647949f;
+constexpr float LOG2E  = 1.44269504088896341f;
+constexpr float LN2_HI = 0.693359375f;
+constexpr float LN2_LO = -2.12194440e-4f;
+constexpr float EXP_HI = 88.3762626647949f;
+constexpr float EXP_LO = -88.3762626647949f;
 // Taylor-like minimax coefficients of exp on [-ln2/2, ln2/2]
 constexpr float P0 = 1.9875691500e-4f;
 constexpr float P1 = 1.3981999507e-3f;
@@ -34,7 +34,7 @@ inline float exp_scalar(float x) {
     const float k  = std::nearbyint(x * LOG2E);
     float       r  = x - k * LN2_HI;
     r              = r - k * LN2_LO;
-    float       p  = P0;
+    float p        = P0;
     p              = p * r + P1;
     p              = p * r + P2;
     p              = p * r + P3;
@@ -50,17 +50,17 @@ inline float exp_scalar(float x) {
 
 #if defined(__AVX512F__)
 inline __m512 exp_avx512(__m512 x) {
-    x              = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r       = _mm512_fnmadd_ps(k, _mm512_set1_ps(LN2_HI), x);
-    r              = _mm512_fnmadd_ps(k, _mm512_set1_ps(LN2_LO), r);
-    __m512 p       = _mm512_set1_ps(P0);
-    p              = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P1));
-    p              = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
-    p              = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
-    p              = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
-    p              = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
+    const __m512 k =
+        _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r        = _mm512_fnmadd_ps(k, _mm512_set1_ps(LN2_HI), x);
+    r               = _mm512_fnmadd_ps(k, _mm512_set1_ps(LN2_LO), r);
+    __m512 p        = _mm512_set1_ps(P0);
+    p               = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P1));
+    p               = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
+    p               = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
+    p               = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
+    p               = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
     const __m512 r2 = _mm512_mul_ps(r, r);
     const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
     // scalef computes er * 2^k without exponent overflow and flushes to 0 below the range
@@ -70,8 +70,9 @@ inline __m512 exp_avx512(__m512 x) {
 
 #if defined(__AVX2__) && defined(__FMA__)
 inline __m256 exp_avx2(__m256 x) {
-    x               = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(EXP_LO)), _mm256_set1_ps(EXP_HI));
-    const __m256 k  = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(EXP_LO)), _mm256_set1_ps(EXP_HI));
+    const __m256 k =
+        _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r        = _mm256_fnmadd_ps(k, _mm256_set1_ps(LN2_HI), x);
     r               = _mm256_fnmadd_ps(k, _mm256_set1_ps(LN2_LO), r);
     __m256 p        = _mm256_set1_ps(P0);
@@ -87,7 +88,7 @@ inline __m256 exp_avx2(__m256 x) {
     const __m256i k2 = _mm256_sub_epi32(ki, k1);
     const __m256  s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, _mm256_set1_epi32(127)), 23));
     const __m256  s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(er, s1), s2);
+    __m256        y  = _mm256_mul_ps(_mm256_mul_ps(er, s1), s2);
     // below the range the scale factors are meaningless: flush to 0
     return _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_GT_OQ));
 }
@@ -149,7 +150,8 @@ void vec_exp(const float * x, float * y, int64_t n) {
 #elif defined(__AVX2__) && defined(__FMA__)
     map_values(x, y, n, exp_avx2, exp_scalar);
 #else
-    map_values(x, y, n, [](float v) { return v; }, exp_scalar);
+    map_values(
+        x, y, n, [](float v) { return v; }, exp_scalar);
 #endif
 }
 
@@ -204,7 +206,8 @@ void vec_tanh(const float * x, float * y, int64_t n) {
         },
         tanh_from_exp);
 #else
-    map_values(x, y, n, [](float v) { return v; }, tanh_from_exp);
+    map_values(
+        x, y, n, [](float v) { return v; }, tanh_from_exp);
 #endif
 }
 
@@ -227,7 +230,8 @@ void vec_sigmoid(const float * x, float * y, int64_t n) {
         },
         sf);
 #else
-    map_values(x, y, n, [](float v) { return v; }, sf);
+    map_values(
+        x, y, n, [](float v) { return v; }, sf);
 #endif
 }
 
@@ -260,7 +264,8 @@ void vec_gelu(const float * x, float * y, int64_t n) {
         },
         sf);
 #else
-    map_values(x, y, n, [](float v) { return v; }, sf);
+    map_values(
+        x, y, n, [](float v) { return v; }, sf);
 #endif
 }
 
@@ -283,7 +288,8 @@ void vec_silu(const float * x, float * y, int64_t n) {
         },
         sf);
 #else
-    map_values(x, y, n, [](float v) { return v; }, sf);
+    map_values(
+        x, y, n, [](float v) { return v; }, sf);
 #endif
 }
 

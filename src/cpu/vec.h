@@ -81,14 +81,14 @@ float vec_exp_sub_sum(const float * x, float * y, int64_t n, float m);
 void  vec_tanh(const float * x, float * y, int64_t n);
 void  vec_sigmoid(const float * x, float * y, int64_t n);
 // gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void  vec_gelu(const float * x, float * y, int64_t n);
-void  vec_silu(const float * x, float * y, int64_t n);
+void vec_gelu(const float * x, float * y, int64_t n);
+void vec_silu(const float * x, float * y, int64_t n);
 
 float vec_max(const float * x, int64_t n);
 void  vec_scale(float * y, int64_t n, float s);
 float vec_dot_f32(const float * x, const float * y, int64_t n);
 // y += a * x
-void  vec_axpy(float * y, const float * x, int64_t n, float a);
+void vec_axpy(float * y, const float * x, int64_t n, float a);
 
 inline float gelu_scalar(float x) {
     const float c = 0.7978845608028654f; // sqrt(2/pi)

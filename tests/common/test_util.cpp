@@ -49,7 +49,7 @@ std::vector<float> round_trip(wsp_ggml_type type, const std::vector<float> & val
     if (type == WSP_GGML_TYPE_F32) {
         return values;
     }
-    const auto * tr = wsp_ggml_get_type_traits(type);
+    const auto *  tr = wsp_ggml_get_type_traits(type);
     const int64_t bs = tr->blck_size;
     EXPECT_EQ(values.size() % (size_t) bs, 0u) << "round_trip: length not a multiple of the block size";
     std::vector<uint8_t> buf(wsp_ggml_row_size(type, (int64_t) values.size()));
@@ -162,7 +162,8 @@ void set_i32(wsp_ggml_tensor * t, const std::vector<int32_t> & values) {
 }
 
 Graph::Graph(size_t max_tensors) {
-    wsp_ggml_init_params params = { max_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true };
+    wsp_ggml_init_params params = { max_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr,
+                                    true };
     ctx_                        = wsp_ggml_init(params);
     backend_                    = wsp_ggml_backend_cpu_init();
 }

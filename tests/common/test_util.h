@@ -33,9 +33,9 @@ std::vector<float> round_trip(wsp_ggml_type type, const std::vector<float> & val
 
 // tensor data <-> f32 values in logical (row-major, ne0 fastest) order, any layout and any
 // type with converters; the tensor must be allocated in a host buffer
-void set_values(wsp_ggml_tensor * t, const std::vector<float> & values);
+void               set_values(wsp_ggml_tensor * t, const std::vector<float> & values);
 std::vector<float> get_values(const wsp_ggml_tensor * t);
-void set_i32(wsp_ggml_tensor * t, const std::vector<int32_t> & values);
+void               set_i32(wsp_ggml_tensor * t, const std::vector<int32_t> & values);
 
 // element (i0, i1, i2, i3) of a logical array with the shape of t
 inline size_t flat_index(const wsp_ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
