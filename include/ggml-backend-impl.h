@@ -98,8 +98,10 @@ struct wsp_ggml_backend_i {
     // backend_src; returns false to make the caller fall back to a synchronous copy
     bool (*cpy_tensor_async)(wsp_ggml_backend_t backend_src, wsp_ggml_backend_t backend_dst, const struct wsp_ggml_tensor * src, struct wsp_ggml_tensor * dst);
 
-    // (optional) complete all pending operations (required if the backend supports async operations)
-    void (*synchronize)(wsp_ggml_backend_t backend);
+    // (optional) complete all pending operations (required if the backend supports async operations);
+    // returns the status of the work it waited for, so that failures of asynchronous work surface
+    // (WSP_GGML_STATUS_SUCCESS, or the first failure since the previous synchronize, which it clears)
+    enum wsp_ggml_status (*synchronize)(wsp_ggml_backend_t backend);
 
     // (optional) graph plans (not used by the scheduler)
     wsp_ggml_backend_graph_plan_t (*graph_plan_create) (wsp_ggml_backend_t backend, const struct wsp_ggml_cgraph * cgraph);

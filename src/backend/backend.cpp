@@ -74,7 +74,11 @@ void wsp_ggml_backend_tensor_get_async(wsp_ggml_backend_t backend, const struct 
 
 void wsp_ggml_backend_synchronize(wsp_ggml_backend_t backend) {
     if (backend->iface.synchronize != nullptr) {
-        backend->iface.synchronize(backend);
+        const wsp_ggml_status status = backend->iface.synchronize(backend);
+        if (status != WSP_GGML_STATUS_SUCCESS) {
+            WSP_LOG_ERROR("%s: asynchronous work on %s failed: %s\n", __func__, wsp_ggml_backend_name(backend),
+                          wsp_ggml_status_to_string(status));
+        }
     }
 }
 
@@ -111,8 +115,10 @@ enum wsp_ggml_status wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t     
 
 enum wsp_ggml_status wsp_ggml_backend_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
     const wsp_ggml_status status = wsp_ggml_backend_graph_compute_async(backend, cgraph);
-    wsp_ggml_backend_synchronize(backend);
-    return status;
+    // an asynchronous backend reports kernel failures when its queue drains
+    const wsp_ggml_status sync =
+        backend->iface.synchronize ? backend->iface.synchronize(backend) : WSP_GGML_STATUS_SUCCESS;
+    return status != WSP_GGML_STATUS_SUCCESS ? status : sync;
 }
 
 enum wsp_ggml_status wsp_ggml_backend_graph_compute_async(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {

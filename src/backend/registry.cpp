@@ -4,10 +4,12 @@
 
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
+#include "ggml-sim.h"
 
 #include "../core/impl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -43,6 +45,15 @@ public:
 #ifdef WSP_GGML_USE_CUDA
         add(wsp_ggml_backend_cuda_reg(), nullptr);
 #endif
+    }
+
+    // sim devices on request (WSP_GGML_SIM_DEVICES=N), registered after the constructor so that
+    // their registration can call back into the registry
+    static void add_sim_from_env() {
+        const char * env = std::getenv("WSP_GGML_SIM_DEVICES");
+        if (env != nullptr && std::atoi(env) > 0) {
+            wsp_ggml_backend_sim_register(std::atoi(env), 0);
+        }
     }
 
     ~Registry() {
@@ -94,8 +105,14 @@ std::recursive_mutex & registry_mutex() {
     return m;
 }
 
+// callers hold registry_mutex(); the sim check runs once, and its own registration re-enters here
 Registry & registry() {
     static Registry r;
+    static bool     sim_checked = false;
+    if (!sim_checked) {
+        sim_checked = true;
+        Registry::add_sim_from_env();
+    }
     return r;
 }
 

@@ -41,7 +41,7 @@ struct OpKernel {
 const OpKernel * kernel_for(const wsp_ggml_tensor * node);
 
 // supported by the CPU: a kernel exists and accepts this node
-bool supports_op(const wsp_ggml_tensor * node);
+WSP_INTERNAL_API bool supports_op(const wsp_ggml_tensor * node);
 
 // split [0, n) into nth nearly equal ranges; range of task ith
 inline void split_range(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {

@@ -1,0 +1,118 @@
+#pragma once
+
+// The backend scheduler: runs one graph over several backends (priority order, CPU last).
+// alloc_graph assigns every tensor a backend (assign.cpp), cuts the graph into splits at backend
+// changes and gives each split copies of the inputs that live elsewhere (split.cpp), and
+// allocates each backend's compute buffer (alloc.cpp); compute walks the splits, copying inputs
+// and ordering backends with events (compute.cpp). With `parallel`, every split input has
+// n_copies copies used in rotation, so consecutive evaluations can overlap across devices.
+// Per-tensor state lives in an open-addressing table keyed by tensor pointer.
+
+#include "ggml-backend-impl.h"
+
+#include "../core/impl.h"
+
+#include <vector>
+
+namespace wsp::sched {
+
+constexpr int MAX_BACKENDS = 16;
+
+struct Split {
+    int                            backend_id = -1;
+    int                            i_start    = 0; // node range [i_start, i_end) of the user's graph
+    int                            i_end      = 0;
+    std::vector<wsp_ggml_tensor *> inputs;  // tensors of other backends this split reads
+    wsp_ggml_cgraph                graph{}; // the split's nodes, as a view of the graph copy
+};
+
+// Tensor structs the scheduler creates (input copies, dependency views), in contexts that are
+// added as needed and reused after a reset.
+class TensorPool {
+public:
+    ~TensorPool();
+    void              reset();
+    wsp_ggml_tensor * dup_layout(const wsp_ggml_tensor * t); // same type, shape and strides, no data
+    wsp_ggml_tensor * view_of(wsp_ggml_tensor * t);          // a view of t with op NONE
+
+private:
+    wsp_ggml_context * room_for_one();
+
+    std::vector<wsp_ggml_context *> ctxs_;
+    size_t                          cur_ = 0;
+};
+
+} // namespace wsp::sched
+
+struct wsp_ggml_backend_sched {
+    int                            n_backends = 0;
+    wsp_ggml_backend_t             backends[wsp::sched::MAX_BACKENDS];
+    wsp_ggml_backend_buffer_type_t bufts[wsp::sched::MAX_BACKENDS];
+    wsp_ggml_gallocr_t             galloc     = nullptr;
+    bool                           op_offload = false;
+
+    int                                   n_copies = 1;
+    int                                   cur_copy = 0;
+    std::vector<wsp_ggml_backend_event_t> events; // [backend * n_copies + copy], NULL where unsupported
+
+    // per-tensor state, indexed by hash slot
+    std::vector<wsp_ggml_tensor *> hash_keys;
+    std::vector<uint32_t>          hash_used;
+    wsp::HashSet                   hash{};
+    std::vector<int>               tensor_backend; // backend id, -1 when unassigned
+    std::vector<wsp_ggml_tensor *> tensor_copies;  // [slot][backend][copy]
+    std::vector<size_t>            slots_with_copies;
+
+    // the graph as it is computed: input dependencies and copies woven in before each split
+    std::vector<wsp_ggml_tensor *> copy_nodes;
+    std::vector<wsp_ggml_tensor *> copy_leafs;
+    std::vector<int>               node_backend_ids, leaf_backend_ids;
+    std::vector<int>               prev_node_backend_ids, prev_leaf_backend_ids;
+    wsp_ggml_cgraph                graph{};
+
+    std::vector<wsp::sched::Split> splits;
+    int                            n_splits = 0;
+    std::vector<wsp_ggml_tensor *> graph_inputs; // user inputs that rotate through copies
+
+    wsp::sched::TensorPool pool;
+
+    // sources of user nodes redirected to input copies by split_graph; restored on reset
+    struct SrcSwap {
+        wsp_ggml_tensor * node;
+        int               index;
+        wsp_ggml_tensor * original;
+    };
+    std::vector<SrcSwap> swaps;
+    int                  routed_copy = 0; // the copy index the redirected sources point to
+
+    bool              is_reset        = false; // no graph's state since the last reset
+    bool              is_alloc        = false; // allocated_graph is split and allocated
+    wsp_ggml_cgraph * allocated_graph = nullptr;
+
+    wsp_ggml_backend_sched_eval_callback callback_eval      = nullptr;
+    void *                               callback_eval_data = nullptr;
+
+    //
+    // state access
+    //
+    size_t             slot(const wsp_ggml_tensor * t); // inserts t when absent
+    int &              backend_of(const wsp_ggml_tensor * t) { return tensor_backend[slot(t)]; }
+    wsp_ggml_tensor *& copy_of(size_t s, int backend, int copy) {
+        return tensor_copies[(s * (size_t) n_backends + (size_t) backend) * (size_t) n_copies + (size_t) copy];
+    }
+    void ensure_capacity(size_t n_tensors);
+    void clear_state(); // forget the last graph: assignments, copies, source redirections
+
+    int  backend_index(wsp_ggml_backend_t backend) const;
+    bool buffer_supported(const wsp_ggml_tensor * t, int backend_id) const;
+    int  backend_from_buffer(const wsp_ggml_tensor * t, const wsp_ggml_tensor * op) const;
+
+    //
+    // passes
+    //
+    bool            assign_backends(wsp_ggml_cgraph * graph); // assign.cpp
+    bool            split_graph(wsp_ggml_cgraph * graph);     // split.cpp
+    bool            alloc_splits();                           // alloc.cpp
+    wsp_ggml_status compute_splits();                         // compute.cpp
+    wsp_ggml_status synchronize_all();                        // compute.cpp
+};
