@@ -23,7 +23,7 @@ bool wsp_ggml_backend_sched::alloc_splits() {
     }
     // a new plan may move the inputs of work still queued: let every backend finish first
     for (int b = 0; b < n_backends; ++b) {
-        wsp_ggml_backend_synchronize(backends[b]);
+        sync_backend(b);
     }
     if (!wsp_ggml_gallocr_reserve_n(galloc, &graph, node_backend_ids.data(), leaf_backend_ids.data()) ||
         !wsp_ggml_gallocr_alloc_graph(galloc, &graph)) {

@@ -22,12 +22,8 @@ void host_wait_for_copy_slot(Sched & s, int b) {
     if (wsp_ggml_backend_event_t e = copy_event(s, b)) {
         wsp_ggml_backend_event_synchronize(e);
     } else {
-        wsp_ggml_backend_synchronize(s.backends[b]);
+        s.sync_backend(b);
     }
-}
-
-wsp_ggml_backend_t backend_of_tensor(Sched & s, const wsp_ggml_tensor * t) {
-    return s.backends[s.backend_of(t)];
 }
 
 void copy_input(Sched & s, int b, wsp_ggml_tensor * input) {
@@ -38,18 +34,19 @@ void copy_input(Sched & s, int b, wsp_ggml_tensor * input) {
         wsp_ggml_backend_tensor_copy(input, cpy);
         return;
     }
-    wsp_ggml_backend_t src_backend = backend_of_tensor(s, input);
+    const int          src_id      = s.backend_of(input);
+    wsp_ggml_backend_t src_backend = s.backends[src_id];
     if (wsp_ggml_backend_event_t e = copy_event(s, b)) {
         wsp_ggml_backend_event_wait(dst_backend, e);
         if (src_backend != dst_backend && src_backend->iface.event_wait != nullptr) {
             wsp_ggml_backend_event_wait(src_backend, e);
         }
     } else {
-        wsp_ggml_backend_synchronize(dst_backend);
+        s.sync_backend(b);
     }
     if (dst_backend->iface.cpy_tensor_async == nullptr ||
         !dst_backend->iface.cpy_tensor_async(src_backend, dst_backend, input, cpy)) {
-        wsp_ggml_backend_synchronize(src_backend);
+        s.sync_backend(src_id);
         host_wait_for_copy_slot(s, b);
         wsp_ggml_backend_tensor_copy(input, cpy);
     }
@@ -126,15 +123,21 @@ wsp_ggml_status wsp_ggml_backend_sched::compute_splits() {
     return WSP_GGML_STATUS_SUCCESS;
 }
 
-wsp_ggml_status wsp_ggml_backend_sched::synchronize_all() {
-    wsp_ggml_status result = WSP_GGML_STATUS_SUCCESS;
-    for (int b = 0; b < n_backends; ++b) {
-        if (backends[b]->iface.synchronize != nullptr) {
-            const wsp_ggml_status s = backends[b]->iface.synchronize(backends[b]);
-            if (s != WSP_GGML_STATUS_SUCCESS && result == WSP_GGML_STATUS_SUCCESS) {
-                result = s;
-            }
-        }
+void wsp_ggml_backend_sched::sync_backend(int b) {
+    if (backends[b]->iface.synchronize == nullptr) {
+        return;
     }
+    const wsp_ggml_status s = backends[b]->iface.synchronize(backends[b]);
+    if (s != WSP_GGML_STATUS_SUCCESS && pending_status == WSP_GGML_STATUS_SUCCESS) {
+        pending_status = s;
+    }
+}
+
+wsp_ggml_status wsp_ggml_backend_sched::synchronize_all() {
+    for (int b = 0; b < n_backends; ++b) {
+        sync_backend(b);
+    }
+    const wsp_ggml_status result = pending_status;
+    pending_status               = WSP_GGML_STATUS_SUCCESS;
     return result;
 }

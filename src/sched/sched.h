@@ -115,4 +115,7 @@ struct wsp_ggml_backend_sched {
     bool            alloc_splits();                           // alloc.cpp
     wsp_ggml_status compute_splits();                         // compute.cpp
     wsp_ggml_status synchronize_all();                        // compute.cpp
+    // wait for one backend; a failure of its async work is kept for synchronize_all to report
+    void            sync_backend(int b);
+    wsp_ggml_status pending_status = WSP_GGML_STATUS_SUCCESS;
 };

@@ -88,7 +88,12 @@ bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggm
 }
 
 wsp_ggml_status backend_sync(wsp_ggml_backend_t b) {
-    return ctx_of(b).stream->synchronize();
+    const wsp_ggml_status status = ctx_of(b).stream->synchronize();
+    if (ctx_of(b).device->sync_copy_failed.exchange(false)) {
+        WSP_LOG_ERROR("%s: a synchronous copy to or from this device failed\n", backend_name(b));
+        return WSP_GGML_STATUS_FAILED;
+    }
+    return status;
 }
 
 bool is_noop(const wsp_ggml_tensor * t) {

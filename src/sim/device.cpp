@@ -53,6 +53,7 @@ void * buf_base(wsp_ggml_backend_buffer_t b) {
 bool copy_allowed(Device & dev, const char * what) {
     if (Device::take(dev.fail_copy)) {
         WSP_LOG_ERROR("%s: injected copy fault: %s not performed\n", dev.name.c_str(), what);
+        dev.sync_copy_failed.store(true);
         return false;
     }
     return true;

@@ -29,6 +29,8 @@ struct Device {
     std::atomic<bool>              fail_copy{ false };
     std::atomic<bool>              fail_kernel{ false };
     std::vector<std::atomic<bool>> op_supported;
+    // a synchronous copy failed: the next synchronize of a backend of this device reports it
+    std::atomic<bool> sync_copy_failed{ false };
 
     // consume an injected fault of this kind (true once after injection)
     static bool take(std::atomic<bool> & flag) { return flag.exchange(false); }

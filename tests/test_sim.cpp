@@ -1,0 +1,221 @@
+// Sim devices: registration and properties, the memory arena and its limit, buffers, async
+// copies, compute with CPU kernels, the foreign-memory check, fault injection and delays.
+
+#include "sim_util.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace wsp::test {
+namespace {
+
+struct LogCapture {
+    std::string text;
+    LogCapture() {
+        wsp_ggml_log_set(
+            [](wsp_ggml_log_level, const char * t, void * ud) { static_cast<LogCapture *>(ud)->text += t; }, this);
+    }
+    ~LogCapture() { wsp_ggml_log_set(nullptr, nullptr); }
+};
+
+// a context of small F32 tensors allocated in one buffer type
+struct Tensors {
+    wsp_ggml_context *        ctx = nullptr;
+    wsp_ggml_backend_buffer_t buf = nullptr;
+    explicit Tensors(size_t n = 16) {
+        n += 8;
+        wsp_ggml_init_params p = { n * wsp_ggml_tensor_overhead() + 4 * wsp_ggml_graph_overhead(), nullptr, true };
+        ctx                    = wsp_ggml_init(p);
+    }
+    wsp_ggml_tensor * vec(int64_t n) { return wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, n); }
+    void alloc(wsp_ggml_backend_buffer_type_t buft) { buf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft); }
+    ~Tensors() {
+        wsp_ggml_backend_buffer_free(buf);
+        wsp_ggml_free(ctx);
+    }
+};
+
+std::vector<float> read(const wsp_ggml_tensor * t) {
+    std::vector<float> v((size_t) wsp_ggml_nelements(t));
+    wsp_ggml_backend_tensor_get(t, v.data(), 0, wsp_ggml_nbytes(t));
+    return v;
+}
+
+TEST(Sim, RegistrationAndProperties) {
+    wsp_ggml_backend_reg_t reg = sim_reg();
+    ASSERT_NE(reg, nullptr);
+    EXPECT_STREQ(wsp_ggml_backend_reg_name(reg), "SIM");
+    EXPECT_EQ(wsp_ggml_backend_reg_dev_count(reg), (size_t) SIM_DEVICES);
+    EXPECT_EQ(wsp_ggml_backend_reg_by_name("sim"), reg);
+    for (int i = 0; i < SIM_DEVICES; ++i) {
+        wsp_ggml_backend_dev_props props;
+        wsp_ggml_backend_dev_get_props(sim_dev(i), &props);
+        EXPECT_EQ(std::string(props.name), "SIM" + std::to_string(i));
+        EXPECT_EQ(props.type, WSP_GGML_BACKEND_DEVICE_TYPE_GPU);
+        EXPECT_EQ(props.memory_total, (size_t) 256 << 20);
+        EXPECT_TRUE(props.caps.async);
+        EXPECT_TRUE(props.caps.events);
+        EXPECT_EQ(wsp_ggml_backend_dev_by_name(props.name), sim_dev(i));
+        wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_dev_buffer_type(sim_dev(i));
+        EXPECT_STREQ(wsp_ggml_backend_buft_name(buft), props.name);
+        EXPECT_FALSE(wsp_ggml_backend_buft_is_host(buft));
+        EXPECT_EQ(wsp_ggml_backend_buft_get_device(buft), sim_dev(i));
+        EXPECT_EQ(wsp_ggml_backend_buft_get_max_size(buft), (size_t) 256 << 20);
+    }
+    // registering again gives the same devices; another count is refused with a message
+    LogCapture log;
+    EXPECT_EQ(wsp_ggml_backend_sim_register(SIM_DEVICES, 256), reg);
+    EXPECT_EQ(wsp_ggml_backend_sim_register(2, 256), reg);
+    EXPECT_NE(log.text.find("already exist"), std::string::npos);
+}
+
+TEST(Sim, MemoryArenaHasALimit) {
+    wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_dev_buffer_type(sim_dev(2));
+    const size_t                   used = wsp_ggml_backend_sim_memory_used(sim_dev(2));
+    wsp_ggml_backend_buffer_t      a    = wsp_ggml_backend_buft_alloc_buffer(buft, 100u << 20);
+    wsp_ggml_backend_buffer_t      b    = wsp_ggml_backend_buft_alloc_buffer(buft, 100u << 20);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_GE(wsp_ggml_backend_sim_memory_used(sim_dev(2)), used + (200u << 20));
+    {
+        LogCapture log;
+        EXPECT_EQ(wsp_ggml_backend_buft_alloc_buffer(buft, 100u << 20), nullptr);
+        EXPECT_NE(log.text.find("out of memory"), std::string::npos) << log.text;
+    }
+    size_t free_mem = 0, total = 0;
+    wsp_ggml_backend_dev_memory(sim_dev(2), &free_mem, &total);
+    EXPECT_EQ(total - free_mem, wsp_ggml_backend_sim_memory_used(sim_dev(2)));
+    wsp_ggml_backend_buffer_free(a);
+    wsp_ggml_backend_buffer_free(b);
+    EXPECT_EQ(wsp_ggml_backend_sim_memory_used(sim_dev(2)), used);
+    // the freed room is usable again, in one piece
+    wsp_ggml_backend_buffer_t c = wsp_ggml_backend_buft_alloc_buffer(buft, 200u << 20);
+    EXPECT_NE(c, nullptr);
+    wsp_ggml_backend_buffer_free(c);
+}
+
+TEST(Sim, AsyncCopiesAndCompute) {
+    ForeignAccessGuard guard;
+    SimBackends        be(2, 0);
+    Tensors            t;
+    wsp_ggml_tensor *  x = t.vec(37);
+    wsp_ggml_tensor *  y = t.vec(37);
+    wsp_ggml_tensor *  z = wsp_ggml_mul(t.ctx, wsp_ggml_add(t.ctx, x, y), y);
+    t.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(0)));
+    ASSERT_NE(t.buf, nullptr);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, z);
+
+    const std::vector<float> vx = random_values(37, 1), vy = random_values(37, 2);
+    wsp_ggml_backend_tensor_set_async(be.sim(0), x, vx.data(), 0, wsp_ggml_nbytes(x));
+    wsp_ggml_backend_tensor_set_async(be.sim(0), y, vy.data(), 0, wsp_ggml_nbytes(y));
+    EXPECT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    std::vector<float> out(37);
+    wsp_ggml_backend_tensor_get_async(be.sim(0), z, out.data(), 0, wsp_ggml_nbytes(z));
+    wsp_ggml_backend_synchronize(be.sim(0));
+    for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_FLOAT_EQ(out[i], (vx[i] + vy[i]) * vy[i]);
+    }
+
+    // device to device: z on SIM0 -> w on SIM1
+    Tensors           t1;
+    wsp_ggml_tensor * w = t1.vec(37);
+    t1.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(1)));
+    wsp_ggml_backend_tensor_copy_async(be.sim(0), be.sim(1), z, w);
+    wsp_ggml_backend_synchronize(be.sim(1));
+    EXPECT_EQ(read(w), out);
+}
+
+TEST(Sim, ForeignMemoryIsCaughtAndNamed) {
+    SimBackends       be(2, 0);
+    Tensors           t0, t1, th;
+    wsp_ggml_tensor * b = t1.vec(8);
+    t1.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(1)));
+    wsp_ggml_tensor * h = th.vec(8);
+    th.alloc(wsp_ggml_backend_cpu_buffer_type());
+    // nodes with memory on SIM0 that read b (on SIM1) and h (host): missing copies
+    wsp_ggml_tensor * a       = t0.vec(8);
+    wsp_ggml_tensor * reads_b = wsp_ggml_add(t0.ctx, a, b);
+    wsp_ggml_tensor * reads_h = wsp_ggml_add(t0.ctx, a, h);
+    t0.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(0)));
+
+    const size_t before = wsp_ggml_backend_sim_foreign_accesses();
+    {
+        LogCapture        log;
+        wsp_ggml_cgraph * g = wsp_ggml_new_graph(t0.ctx);
+        wsp_ggml_build_forward_expand(g, reads_b);
+        EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_FAILED);
+        EXPECT_NE(log.text.find("on SIM0 reads"), std::string::npos) << log.text;
+        EXPECT_NE(log.text.find("lives in SIM1"), std::string::npos) << log.text;
+    }
+    EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), before + 1);
+    {
+        LogCapture        log;
+        wsp_ggml_cgraph * g = wsp_ggml_new_graph(t0.ctx);
+        wsp_ggml_build_forward_expand(g, reads_h);
+        EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_FAILED);
+        EXPECT_NE(log.text.find("lives in host memory"), std::string::npos) << log.text;
+    }
+    EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), before + 2);
+}
+
+TEST(Sim, InjectedFaultsFailOnceThenWork) {
+    ForeignAccessGuard             guard;
+    SimBackends                    be(1, 0);
+    wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_get_default_buffer_type(be.sim(0));
+
+    wsp_ggml_backend_sim_inject_fault(sim_dev(0), WSP_GGML_SIM_FAULT_ALLOC);
+    EXPECT_EQ(wsp_ggml_backend_buft_alloc_buffer(buft, 1024), nullptr);
+    wsp_ggml_backend_buffer_t ok = wsp_ggml_backend_buft_alloc_buffer(buft, 1024);
+    EXPECT_NE(ok, nullptr);
+    wsp_ggml_backend_buffer_free(ok);
+
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(16);
+    wsp_ggml_tensor * y = wsp_ggml_scale(t.ctx, x, 3.0f);
+    t.alloc(buft);
+    const std::vector<float> ones(16, 1.0f), twos(16, 2.0f);
+    wsp_ggml_backend_tensor_set(x, ones.data(), 0, wsp_ggml_nbytes(x));
+    wsp_ggml_backend_sim_inject_fault(sim_dev(0), WSP_GGML_SIM_FAULT_COPY);
+    wsp_ggml_backend_tensor_set(x, twos.data(), 0, wsp_ggml_nbytes(x)); // fails: nothing written
+    EXPECT_EQ(read(x), ones);
+    wsp_ggml_backend_tensor_set(x, twos.data(), 0, wsp_ggml_nbytes(x));
+    EXPECT_EQ(read(x), twos);
+
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    wsp_ggml_backend_sim_inject_fault(sim_dev(0), WSP_GGML_SIM_FAULT_KERNEL);
+    EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_FAILED);
+    EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    EXPECT_EQ(read(y), std::vector<float>(16, 6.0f));
+}
+
+TEST(Sim, DelayMakesWorkAsynchronous) {
+    SimBackends       be(1, 20000); // 20 ms per command
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(4);
+    wsp_ggml_tensor * y = wsp_ggml_scale(t.ctx, x, 2.0f);
+    t.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(0)));
+    const std::vector<float> v = { 1, 2, 3, 4 };
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, sizeof(float) * 4);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    const auto queued = std::chrono::steady_clock::now();
+    wsp_ggml_backend_synchronize(be.sim(0));
+    const auto   done     = std::chrono::steady_clock::now();
+    const double queue_ms = std::chrono::duration<double, std::milli>(queued - t0).count();
+    const double total_ms = std::chrono::duration<double, std::milli>(done - t0).count();
+    EXPECT_LT(queue_ms, 15.0);
+    EXPECT_GE(total_ms, 19.0);
+    EXPECT_EQ(read(y), (std::vector<float>{ 2, 4, 6, 8 }));
+}
+
+} // namespace
+} // namespace wsp::test
