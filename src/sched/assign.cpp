@@ -6,7 +6,8 @@
 //  3. nodes move to a higher-priority backend that shares the buffer type and can read all their
 //     sources; nodes still unassigned take the backend that supports them with most sources at hand;
 //  4. views take their source's backend and unassigned sources their user's.
-// A backend that does not support an op never gets it.
+// A backend that does not support an op never gets it. The passes read per-tensor state through
+// the slots of index_graph, so each tensor is hashed once per graph.
 
 #include "sched.h"
 
@@ -25,14 +26,13 @@ constexpr int ASSIGN_ERROR = -2;
 
 } // namespace
 
-bool wsp_ggml_backend_sched::buffer_supported(const wsp_ggml_tensor * t, int backend_id) const {
+bool wsp_ggml_backend_sched::buffer_supported(const wsp_ggml_tensor * t, size_t s, int backend_id) const {
     wsp_ggml_backend_buffer_t buf = buffer_of(t);
     if (buf != nullptr) {
         return wsp_ggml_backend_supports_buft(backends[backend_id], buf->buft);
     }
     // no memory yet: it will be allocated where it is assigned
-    const size_t s = hash.find(t);
-    const int    b = (s != wsp::HashSet::FULL && hash.is_used(s)) ? tensor_backend[s] : -1;
+    const int b = tensor_backend[s];
     return b == backend_id || (b >= 0 && bufts[b] == bufts[backend_id]);
 }
 
@@ -86,24 +86,25 @@ int backend_from_tensor(Sched & s, const wsp_ggml_tensor * t) {
 }
 
 bool pass1_preassigned(Sched & s, wsp_ggml_cgraph * g) {
-    auto assign = [&](const wsp_ggml_tensor * t) {
-        int & id = s.backend_of(t);
+    auto assign = [&](const wsp_ggml_tensor * t, size_t slot) {
+        int & id = s.tensor_backend[slot];
         if (id == -1) {
             id = backend_from_tensor(s, t);
         }
         return id != ASSIGN_ERROR;
     };
     for (int i = 0; i < g->n_leafs; ++i) {
-        if (!assign(g->leafs[i])) {
+        if (!assign(g->leafs[i], s.leaf_slots[(size_t) i])) {
             return false;
         }
     }
     for (int i = 0; i < g->n_nodes; ++i) {
-        if (!assign(g->nodes[i])) {
+        if (!assign(g->nodes[i], s.node_slots[(size_t) i])) {
             return false;
         }
-        for (const wsp_ggml_tensor * src : g->nodes[i]->src) {
-            if (src != nullptr && !assign(src)) {
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            const size_t slot = s.src_slot(i, j);
+            if (slot != Sched::NO_SLOT && !assign(g->nodes[i]->src[j], slot)) {
                 return false;
             }
         }
@@ -115,11 +116,12 @@ bool pass1_preassigned(Sched & s, wsp_ggml_cgraph * g) {
 void expand(Sched & s, wsp_ggml_cgraph * g, bool down, bool gpu_only) {
     int cur = -1;
     for (int k = 0; k < g->n_nodes; ++k) {
-        wsp_ggml_tensor * node = g->nodes[down ? k : g->n_nodes - 1 - k];
+        const int         i    = down ? k : g->n_nodes - 1 - k;
+        wsp_ggml_tensor * node = g->nodes[i];
         if (is_view_op(node)) {
             continue;
         }
-        int & id = s.backend_of(node);
+        int & id = s.node_backend(i);
         if (id != -1) {
             cur = (gpu_only && id == s.n_backends - 1) ? -1 : id;
         } else if (cur != -1 && wsp_ggml_backend_supports_op(s.backends[cur], node)) {
@@ -128,17 +130,27 @@ void expand(Sched & s, wsp_ggml_cgraph * g, bool down, bool gpu_only) {
     }
 }
 
-int best_backend(Sched & s, const wsp_ggml_tensor * node) {
+// can backend b read every source of node i
+bool reads_all_sources(Sched & s, wsp_ggml_cgraph * g, int i, int b) {
+    for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+        const size_t slot = s.src_slot(i, j);
+        if (slot != Sched::NO_SLOT && !s.buffer_supported(g->nodes[i]->src[j], slot, b)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int best_backend(Sched & s, wsp_ggml_cgraph * g, int i) {
     int best = -1, best_inputs = -1;
     for (int b = 0; b < s.n_backends; ++b) {
-        if (!wsp_ggml_backend_supports_op(s.backends[b], node)) {
+        if (!wsp_ggml_backend_supports_op(s.backends[b], g->nodes[i])) {
             continue;
         }
         int n = 0;
-        for (const wsp_ggml_tensor * src : node->src) {
-            if (src != nullptr && s.buffer_supported(src, b)) {
-                ++n;
-            }
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            const size_t slot = s.src_slot(i, j);
+            n += slot != Sched::NO_SLOT && s.buffer_supported(g->nodes[i]->src[j], slot, b);
         }
         if (n > best_inputs) {
             best        = b;
@@ -154,23 +166,14 @@ void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
         if (is_view_op(node)) {
             continue;
         }
-        int & id = s.backend_of(node);
+        int & id = s.node_backend(i);
         if (id == -1) {
-            id = best_backend(s, node);
+            id = best_backend(s, g, i);
             continue;
         }
         for (int b = 0; b < id; ++b) {
-            if (s.bufts[b] != s.bufts[id] || !wsp_ggml_backend_supports_op(s.backends[b], node)) {
-                continue;
-            }
-            bool readable = true;
-            for (const wsp_ggml_tensor * src : node->src) {
-                if (src != nullptr && !s.buffer_supported(src, b)) {
-                    readable = false;
-                    break;
-                }
-            }
-            if (readable) {
+            if (s.bufts[b] == s.bufts[id] && wsp_ggml_backend_supports_op(s.backends[b], node) &&
+                reads_all_sources(s, g, i, b)) {
                 id = b;
                 break;
             }
@@ -181,18 +184,17 @@ void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
 void pass4_sources(Sched & s, wsp_ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
-        int &             id   = s.backend_of(node);
+        int &             id   = s.node_backend(i);
         if (node->view_src != nullptr && id == -1) {
             id = s.backend_of(node->view_src);
         }
-        for (const wsp_ggml_tensor * src : node->src) {
-            if (src == nullptr) {
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            const size_t slot = s.src_slot(i, j);
+            if (slot == Sched::NO_SLOT || s.tensor_backend[slot] != -1) {
                 continue;
             }
-            int & sid = s.backend_of(src);
-            if (sid == -1) {
-                sid = src->view_src ? s.backend_of(src->view_src) : id;
-            }
+            const wsp_ggml_tensor * src = node->src[j];
+            s.tensor_backend[slot]      = src->view_src ? s.backend_of(src->view_src) : id;
         }
     }
 }
@@ -210,8 +212,8 @@ bool wsp_ggml_backend_sched::assign_backends(wsp_ggml_cgraph * g) {
     pass3_upgrade(*this, g);
     pass4_sources(*this, g);
     for (int i = 0; i < g->n_nodes; ++i) {
-        const wsp_ggml_tensor * node = g->nodes[i];
-        if (backend_of(node) < 0) {
+        if (node_backend(i) < 0) {
+            const wsp_ggml_tensor * node = g->nodes[i];
             WSP_LOG_ERROR("sched: no backend can run %s (%s)\n", wsp::describe(node).c_str(), wsp_ggml_op_desc(node));
             return false;
         }

@@ -84,6 +84,23 @@ void wsp_ggml_backend_sched::ensure_capacity(size_t n_tensors) {
     }
 }
 
+void wsp_ggml_backend_sched::index_graph(wsp_ggml_cgraph * g) {
+    node_slots.resize((size_t) g->n_nodes);
+    leaf_slots.resize((size_t) g->n_leafs);
+    src_slots.assign((size_t) g->n_nodes * WSP_GGML_MAX_SRC, NO_SLOT);
+    for (int i = 0; i < g->n_leafs; ++i) {
+        leaf_slots[(size_t) i] = slot(g->leafs[i]);
+    }
+    for (int i = 0; i < g->n_nodes; ++i) {
+        node_slots[(size_t) i] = slot(g->nodes[i]);
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            if (g->nodes[i]->src[j] != nullptr) {
+                src_slot(i, j) = slot(g->nodes[i]->src[j]);
+            }
+        }
+    }
+}
+
 void wsp_ggml_backend_sched::clear_state() {
     for (auto it = swaps.rbegin(); it != swaps.rend(); ++it) {
         it->node->src[it->index] = it->original;

@@ -63,6 +63,12 @@ struct wsp_ggml_backend_sched {
     std::vector<wsp_ggml_tensor *> tensor_copies;  // [slot][backend][copy]
     std::vector<size_t>            slots_with_copies;
 
+    // hash slots of the graph being split, looked up once: nodes, leafs, and each node's sources
+    // (NO_SLOT where a source is NULL)
+    static constexpr size_t NO_SLOT = (size_t) -1;
+    std::vector<size_t>     node_slots, leaf_slots, src_slots;
+    size_t & src_slot(int node, int j) { return src_slots[(size_t) node * WSP_GGML_MAX_SRC + (size_t) j]; }
+
     // the graph as it is computed: input dependencies and copies woven in before each split
     std::vector<wsp_ggml_tensor *> copy_nodes;
     std::vector<wsp_ggml_tensor *> copy_leafs;
@@ -97,14 +103,17 @@ struct wsp_ggml_backend_sched {
     //
     size_t             slot(const wsp_ggml_tensor * t); // inserts t when absent
     int &              backend_of(const wsp_ggml_tensor * t) { return tensor_backend[slot(t)]; }
+    int &              node_backend(int i) { return tensor_backend[node_slots[(size_t) i]]; }
+    void               index_graph(wsp_ggml_cgraph * graph);
     wsp_ggml_tensor *& copy_of(size_t s, int backend, int copy) {
         return tensor_copies[(s * (size_t) n_backends + (size_t) backend) * (size_t) n_copies + (size_t) copy];
     }
     void ensure_capacity(size_t n_tensors);
     void clear_state(); // forget the last graph: assignments, copies, source redirections
 
-    int  backend_index(wsp_ggml_backend_t backend) const;
-    bool buffer_supported(const wsp_ggml_tensor * t, int backend_id) const;
+    int backend_index(wsp_ggml_backend_t backend) const;
+    // can backend_id read t (at hash slot s) where it is or will be allocated
+    bool buffer_supported(const wsp_ggml_tensor * t, size_t s, int backend_id) const;
     int  backend_from_buffer(const wsp_ggml_tensor * t, const wsp_ggml_tensor * op) const;
 
     //

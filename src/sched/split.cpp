@@ -45,11 +45,13 @@ wsp_ggml_backend_buffer_t buffer_of(const wsp_ggml_tensor * t) {
 
 // a weight on another backend that this one cannot read: a new split lets the weights of the
 // finished part be dropped from this backend's memory
-bool foreign_weight(Sched & s, const wsp_ggml_tensor * node, int cur) {
-    for (const wsp_ggml_tensor * src : node->src) {
-        wsp_ggml_backend_buffer_t buf = src ? buffer_of(src) : nullptr;
+bool foreign_weight(Sched & s, wsp_ggml_cgraph * g, int i, int cur) {
+    for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+        const size_t              slot = s.src_slot(i, j);
+        const wsp_ggml_tensor *   src  = g->nodes[i]->src[j];
+        wsp_ggml_backend_buffer_t buf  = slot != Sched::NO_SLOT ? buffer_of(src) : nullptr;
         if (buf != nullptr && wsp_ggml_backend_buffer_get_usage(buf) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
-            s.backend_of(src) != cur && !s.buffer_supported(src, cur)) {
+            s.tensor_backend[slot] != cur && !s.buffer_supported(src, slot, cur)) {
             return true;
         }
     }
@@ -67,20 +69,20 @@ void start_split(Sched & s, int backend_id, int i_start) {
     sp.inputs.clear();
 }
 
-void route_inputs(Sched & s, wsp_ggml_tensor * node, wsp::sched::Split & sp) {
+void route_inputs(Sched & s, wsp_ggml_tensor * node, int i, wsp::sched::Split & sp) {
     const int cur = sp.backend_id;
     for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
-        wsp_ggml_tensor * src = node->src[j];
-        if (src == nullptr) {
+        const size_t slot = s.src_slot(i, j);
+        if (slot == Sched::NO_SLOT) {
             continue;
         }
-        const size_t slot   = s.slot(src);
-        const int    src_id = s.tensor_backend[slot];
+        wsp_ggml_tensor * src    = node->src[j];
+        const int         src_id = s.tensor_backend[slot];
         if ((src->flags & WSP_GGML_TENSOR_FLAG_INPUT) && s.n_copies > 1 && s.copy_of(slot, src_id, 0) == nullptr) {
             make_copies(s, src, slot, src_id, true);
             s.graph_inputs.push_back(src);
         }
-        if (src_id == cur || s.buffer_supported(src, cur)) {
+        if (src_id == cur || s.buffer_supported(src, slot, cur)) {
             continue;
         }
         if (s.copy_of(slot, cur, 0) == nullptr) {
@@ -99,20 +101,20 @@ void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
     while (i < g->n_nodes && is_view_op(g->nodes[i])) {
         ++i;
     }
-    start_split(s, i < g->n_nodes ? s.backend_of(g->nodes[i]) : s.n_backends - 1, 0);
+    start_split(s, i < g->n_nodes ? s.node_backend(i) : s.n_backends - 1, 0);
     for (; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
         if (is_view_op(node)) {
             continue;
         }
-        const int           id = s.backend_of(node);
+        const int           id = s.node_backend(i);
         wsp::sched::Split * sp = &s.splits[(size_t) s.n_splits - 1];
-        if (id != sp->backend_id || (!sp->inputs.empty() && foreign_weight(s, node, id))) {
+        if (id != sp->backend_id || (!sp->inputs.empty() && foreign_weight(s, g, i, id))) {
             sp->i_end = i;
             start_split(s, id, i);
             sp = &s.splits[(size_t) s.n_splits - 1];
         }
-        route_inputs(s, node, *sp);
+        route_inputs(s, node, i, *sp);
     }
     s.splits[(size_t) s.n_splits - 1].i_end = g->n_nodes;
 }
@@ -144,7 +146,7 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
         }
         own_start[(size_t) k] = (int) s.copy_nodes.size();
         for (int j = sp.i_start; j < sp.i_end; ++j) {
-            push_node(s, g->nodes[j], s.backend_of(g->nodes[j]));
+            push_node(s, g->nodes[j], s.node_backend(j));
         }
     }
     if (s.n_copies > 1) {
@@ -166,7 +168,7 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
         }
     }
     for (int i = 0; i < g->n_leafs; ++i) {
-        push_leaf(s, g->leafs[i], s.backend_of(g->leafs[i]));
+        push_leaf(s, g->leafs[i], s.tensor_backend[s.leaf_slots[(size_t) i]]);
     }
     s.graph         = {};
     s.graph.size    = (int) std::max(s.copy_nodes.size(), s.copy_leafs.size());
@@ -185,6 +187,7 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
 
 bool wsp_ggml_backend_sched::split_graph(wsp_ggml_cgraph * g) {
     ensure_capacity(2 * (size_t) (g->n_nodes + g->n_leafs) + 64);
+    index_graph(g);
     if (!assign_backends(g)) {
         return false;
     }
