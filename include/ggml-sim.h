@@ -41,6 +41,10 @@ WSP_GGML_BACKEND_API void wsp_ggml_backend_sim_set_op_supported(wsp_ggml_backend
 // kernel accesses to memory of another device (or of the host) seen so far; each is also logged
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_foreign_accesses(void);
 
+// the split buffer type over the sim devices (also the reg's proc address
+// "wsp_ggml_backend_split_buffer_type"): rows spread by tensor_split (NULL: by device memory)
+WSP_GGML_BACKEND_API wsp_ggml_backend_buffer_type_t wsp_ggml_backend_sim_split_buffer_type(int main_device, const float * tensor_split);
+
 // bytes of device memory in use
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_memory_used(wsp_ggml_backend_dev_t device);
 

@@ -75,15 +75,13 @@ std::string case_name(const ::testing::TestParamInfo<EncoderCase> & info) {
            std::to_string(info.param.n_threads) + "t";
 }
 
-INSTANTIATE_TEST_SUITE_P(Encoder, EncoderTest,
-                         ::testing::Values(EncoderCase{ WSP_GGML_TYPE_F16, false, 1 },
-                                           EncoderCase{ WSP_GGML_TYPE_F16, false, 2 },
-                                           EncoderCase{ WSP_GGML_TYPE_F16, true, 1 },
-                                           EncoderCase{ WSP_GGML_TYPE_F16, true, 2 },
-                                           EncoderCase{ WSP_GGML_TYPE_F32, false, 2 },
-                                           EncoderCase{ WSP_GGML_TYPE_F32, true, 2 },
-                                           EncoderCase{ WSP_GGML_TYPE_Q8_0, false, 2 }),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Encoder, EncoderTest,
+    ::testing::Values(EncoderCase{ WSP_GGML_TYPE_F16, false, 1 }, EncoderCase{ WSP_GGML_TYPE_F16, false, 2 },
+                      EncoderCase{ WSP_GGML_TYPE_F16, true, 1 }, EncoderCase{ WSP_GGML_TYPE_F16, true, 2 },
+                      EncoderCase{ WSP_GGML_TYPE_F32, false, 2 }, EncoderCase{ WSP_GGML_TYPE_F32, true, 2 },
+                      EncoderCase{ WSP_GGML_TYPE_Q8_0, false, 2 }),
+    case_name);
 
 // The same weights give the same result with 1 and 2 threads (up to F32 summation order).
 TEST(Encoder, ThreadCountsAgree) {

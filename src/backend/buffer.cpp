@@ -5,6 +5,7 @@
 #include "ggml-backend-impl.h"
 
 #include "../core/impl.h"
+#include "../split/split_buffer.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -166,6 +167,9 @@ void wsp_ggml_backend_buffer_set_usage(wsp_ggml_backend_buffer_t buffer, enum ws
     buffer->usage = usage;
     if (wsp_ggml_backend_buffer_is_multi_buffer(buffer)) {
         wsp_ggml_backend_multi_buffer_set_usage(buffer, usage);
+    }
+    if (wsp::split::is_split_buffer(buffer)) {
+        wsp::split::set_usage(buffer, usage); // the per-device buffers steer the scheduler
     }
 }
 

@@ -292,10 +292,18 @@ void wsp_ggml_backend_unload(wsp_ggml_backend_reg_t reg) {
     void * handle = nullptr;
     {
         std::lock_guard<std::recursive_mutex> lock(registry_mutex());
-        if (!registry().remove(reg, &handle)) {
+        auto &                                regs = registry().regs_;
+        auto it = std::find_if(regs.begin(), regs.end(), [&](const RegEntry & e) { return e.reg == reg; });
+        if (it == regs.end()) {
             WSP_LOG_ERROR("%s: backend %p is not registered\n", __func__, (void *) reg);
             return;
         }
+        if (it->handle == nullptr) {
+            WSP_LOG_ERROR("%s: %s was not loaded from a library; it stays registered\n", __func__,
+                          wsp_ggml_backend_reg_name(reg));
+            return;
+        }
+        registry().remove(reg, &handle);
     }
     if (handle != nullptr) {
         dlclose(handle);

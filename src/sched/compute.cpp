@@ -85,13 +85,7 @@ wsp_ggml_status compute_observed(Sched & s, wsp_ggml_backend_t backend, wsp_ggml
 } // namespace
 
 wsp_ggml_status wsp_ggml_backend_sched::compute_splits() {
-    if (routed_copy != cur_copy) {
-        // the same graph again, on the next pipeline copy: its nodes read that copy now
-        for (const SrcSwap & sw : swaps) {
-            sw.node->src[sw.index] = copy_of(slot(sw.original), backend_of(sw.node), cur_copy);
-        }
-        routed_copy = cur_copy;
-    }
+    apply_edits(); // undone by synchronize_all, once the backends are done with the nodes
     for (int k = 0; k < n_splits; ++k) {
         wsp::sched::Split & sp      = splits[(size_t) k];
         wsp_ggml_backend_t  backend = backends[sp.backend_id];
@@ -137,6 +131,7 @@ wsp_ggml_status wsp_ggml_backend_sched::synchronize_all() {
     for (int b = 0; b < n_backends; ++b) {
         sync_backend(b);
     }
+    restore_edits();
     const wsp_ggml_status result = pending_status;
     pending_status               = WSP_GGML_STATUS_SUCCESS;
     return result;

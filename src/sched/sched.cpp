@@ -50,6 +50,10 @@ wsp_ggml_tensor * TensorPool::view_of(wsp_ggml_tensor * t) {
     return wsp_ggml_view_tensor(room_for_one(), t);
 }
 
+wsp_ggml_tensor * TensorPool::new_tensor(wsp_ggml_type type, const int64_t * ne) {
+    return wsp_ggml_new_tensor(room_for_one(), type, WSP_GGML_MAX_DIMS, ne);
+}
+
 } // namespace wsp::sched
 
 using wsp::sched::Split;
@@ -101,11 +105,37 @@ void wsp_ggml_backend_sched::index_graph(wsp_ggml_cgraph * g) {
     }
 }
 
-void wsp_ggml_backend_sched::clear_state() {
+void wsp_ggml_backend_sched::apply_edits() {
+    for (const Rewrite & r : rewrites) {
+        r.node->op = r.op[1];
+        std::memcpy(r.node->src, r.src[1], sizeof(r.src[1]));
+        std::memcpy(r.node->op_params, r.op_params[1], sizeof(r.op_params[1]));
+    }
+    for (const SrcSwap & sw : swaps) {
+        sw.node->src[sw.index] = copy_of(sw.slot, sw.backend, cur_copy);
+    }
+    edited = !swaps.empty() || !rewrites.empty();
+}
+
+void wsp_ggml_backend_sched::restore_edits() {
+    if (!edited) {
+        return;
+    }
     for (auto it = swaps.rbegin(); it != swaps.rend(); ++it) {
         it->node->src[it->index] = it->original;
     }
+    for (const Rewrite & r : rewrites) {
+        r.node->op = r.op[0];
+        std::memcpy(r.node->src, r.src[0], sizeof(r.src[0]));
+        std::memcpy(r.node->op_params, r.op_params[0], sizeof(r.op_params[0]));
+    }
+    edited = false;
+}
+
+void wsp_ggml_backend_sched::clear_state() {
+    restore_edits(); // only while a compute is unsynchronized; the graph is alive then
     swaps.clear();
+    rewrites.clear();
     hash.reset();
     std::fill(tensor_backend.begin(), tensor_backend.end(), -1);
     const size_t per_slot = (size_t) n_backends * (size_t) n_copies;
@@ -228,9 +258,9 @@ bool wsp_ggml_backend_sched_reserve(wsp_ggml_backend_sched_t sched, struct wsp_g
         return false;
     }
     wsp_ggml_backend_sched_reset(sched);
+    sched->synchronize_all();
     bool ok = sched->split_graph(measure_graph);
     if (ok) {
-        sched->synchronize_all();
         ok = wsp_ggml_gallocr_reserve_n(sched->galloc, &sched->graph, sched->node_backend_ids.data(),
                                         sched->leaf_backend_ids.data());
     }
@@ -247,7 +277,9 @@ bool wsp_ggml_backend_sched_alloc_graph(wsp_ggml_backend_sched_t sched, struct w
     }
     sched->is_reset = false;
     sched->is_alloc = false;
-    if (!sched->split_graph(graph) || !sched->alloc_splits()) {
+    const bool ok   = sched->split_graph(graph) && sched->alloc_splits();
+    sched->restore_edits(); // Note [graph edits]
+    if (!ok) {
         return false;
     }
     sched->is_alloc        = true;

@@ -34,6 +34,7 @@ public:
     void              reset();
     wsp_ggml_tensor * dup_layout(const wsp_ggml_tensor * t); // same type, shape and strides, no data
     wsp_ggml_tensor * view_of(wsp_ggml_tensor * t);          // a view of t with op NONE
+    wsp_ggml_tensor * new_tensor(wsp_ggml_type type, const int64_t * ne);
 
 private:
     wsp_ggml_context * room_for_one();
@@ -82,14 +83,32 @@ struct wsp_ggml_backend_sched {
 
     wsp::sched::TensorPool pool;
 
-    // sources of user nodes redirected to input copies by split_graph; restored on reset
+    // Note [graph edits]: the scheduler edits the user's nodes (sources redirected to input copies,
+    // a split mul_mat rewritten as a gather) only while it needs them: during allocation, and from
+    // compute until synchronize. Otherwise the graph is as the user built it, so that reset and
+    // freeing the user's context in any order are safe.
     struct SrcSwap {
         wsp_ggml_tensor * node;
         int               index;
         wsp_ggml_tensor * original;
+        size_t            slot;    // the original's slot
+        int               backend; // the node's backend: the copy it reads is copy_of(slot, backend, cur_copy)
     };
     std::vector<SrcSwap> swaps;
-    int                  routed_copy = 0; // the copy index the redirected sources point to
+
+    struct Rewrite {
+        wsp_ggml_tensor * node;
+        wsp_ggml_op       op[2]; // [0] as built, [1] as the scheduler computes it
+        wsp_ggml_tensor * src[2][WSP_GGML_MAX_SRC];
+        int32_t           op_params[2][WSP_GGML_MAX_OP_PARAMS / sizeof(int32_t)];
+    };
+    std::vector<Rewrite>           rewrites;
+    std::vector<wsp_ggml_tensor *> expanded_nodes;
+    wsp_ggml_cgraph                expanded{};
+    bool                           edited = false; // the user's nodes carry the edits now
+
+    void apply_edits(); // for the current copy
+    void restore_edits();
 
     bool              is_reset        = false; // no graph's state since the last reset
     bool              is_alloc        = false; // allocated_graph is split and allocated
@@ -119,11 +138,12 @@ struct wsp_ggml_backend_sched {
     //
     // passes
     //
-    bool            assign_backends(wsp_ggml_cgraph * graph); // assign.cpp
-    bool            split_graph(wsp_ggml_cgraph * graph);     // split.cpp
-    bool            alloc_splits();                           // alloc.cpp
-    wsp_ggml_status compute_splits();                         // compute.cpp
-    wsp_ggml_status synchronize_all();                        // compute.cpp
+    wsp_ggml_cgraph * expand_split(wsp_ggml_cgraph * graph);    // expand_split.cpp (NULL on error)
+    bool              assign_backends(wsp_ggml_cgraph * graph); // assign.cpp
+    bool              split_graph(wsp_ggml_cgraph * graph);     // split.cpp
+    bool              alloc_splits();                           // alloc.cpp
+    wsp_ggml_status   compute_splits();                         // compute.cpp
+    wsp_ggml_status   synchronize_all();                        // compute.cpp
     // wait for one backend; a failure of its async work is kept for synchronize_all to report
     void            sync_backend(int b);
     wsp_ggml_status pending_status = WSP_GGML_STATUS_SUCCESS;

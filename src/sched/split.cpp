@@ -89,8 +89,9 @@ void route_inputs(Sched & s, wsp_ggml_tensor * node, int i, wsp::sched::Split & 
             make_copies(s, src, slot, cur, false);
             sp.inputs.push_back(src);
         }
-        s.swaps.push_back({ node, j, src });
+        s.swaps.push_back({ node, j, src, slot, cur });
         node->src[j] = s.copy_of(slot, cur, s.cur_copy);
+        s.edited     = true;
     }
 }
 
@@ -185,7 +186,11 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
 
 } // namespace
 
-bool wsp_ggml_backend_sched::split_graph(wsp_ggml_cgraph * g) {
+bool wsp_ggml_backend_sched::split_graph(wsp_ggml_cgraph * user_graph) {
+    wsp_ggml_cgraph * g = expand_split(user_graph);
+    if (g == nullptr) {
+        return false;
+    }
     ensure_capacity(2 * (size_t) (g->n_nodes + g->n_leafs) + 64);
     index_graph(g);
     if (!assign_backends(g)) {
@@ -193,6 +198,5 @@ bool wsp_ggml_backend_sched::split_graph(wsp_ggml_cgraph * g) {
     }
     cut_splits(*this, g);
     build_copy_graph(*this, g);
-    routed_copy = cur_copy;
     return true;
 }

@@ -5,6 +5,7 @@
 
 #include "../core/impl.h"
 #include "../cpu/kernel.h"
+#include "../split/split_buffer.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -171,13 +172,32 @@ wsp_ggml_backend_buffer_type_t dev_buffer_type(wsp_ggml_backend_dev_t d) {
     return &ctx_of(d).buft;
 }
 
-bool dev_supports_op(wsp_ggml_backend_dev_t d, const wsp_ggml_tensor * op) {
-    Device & dev = ctx_of(d);
-    return dev.op_supported[(size_t) op->op].load() && wsp::cpu::supports_op(op);
+// Kernels never read a split tensor: the scheduler gives each device its slice of a split
+// mul_mat (src/sched/expand_split.cpp). Anything else on a split tensor is refused, once logged.
+bool reads_split_tensor(const Device & dev, const wsp_ggml_tensor * op) {
+    for (const wsp_ggml_tensor * src : op->src) {
+        if (src != nullptr && wsp::split::is_split_buffer(src->view_src ? src->view_src->buffer : src->buffer)) {
+            static std::atomic<bool> logged{ false };
+            if (!logged.exchange(true)) {
+                WSP_LOG_WARN("%s: %s reads the split tensor %s; only mul_mat uses split weights, and the scheduler "
+                             "computes it per device\n",
+                             dev.name.c_str(), wsp_ggml_op_desc(op), describe(src).c_str());
+            }
+            return true;
+        }
+    }
+    return false;
 }
 
+bool dev_supports_op(wsp_ggml_backend_dev_t d, const wsp_ggml_tensor * op) {
+    Device & dev = ctx_of(d);
+    return dev.op_supported[(size_t) op->op].load() && !reads_split_tensor(dev, op) && wsp::cpu::supports_op(op);
+}
+
+// a split buffer type is this device's when it is the main device: split weights are leafs
+// whose nodes the scheduler keeps on the main device
 bool dev_supports_buft(wsp_ggml_backend_dev_t d, wsp_ggml_backend_buffer_type_t buft) {
-    return buft == &ctx_of(d).buft;
+    return buft == &ctx_of(d).buft || (wsp::split::is_split_buffer_type(buft) && wsp::split::main_device(buft) == d);
 }
 
 // like a GPU: worth taking an op with host weights only for a large enough batch
@@ -232,16 +252,22 @@ wsp_ggml_backend_dev_t reg_get(wsp_ggml_backend_reg_t, size_t i) {
     return i < devices().size() ? &devices()[i]->dev : nullptr;
 }
 
-void * reg_proc(wsp_ggml_backend_reg_t, const char *) {
+wsp_ggml_backend_buffer_type_t split_buffer_type(int main_device, const float * tensor_split);
+
+void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
+    if (std::strcmp(name, "wsp_ggml_backend_split_buffer_type") == 0) {
+        return reinterpret_cast<void *>(&split_buffer_type);
+    }
     return nullptr;
 }
 
 wsp_ggml_backend_reg sim_reg = { WSP_GGML_BACKEND_API_VERSION, { reg_name, reg_count, reg_get, reg_proc }, nullptr };
-bool                 g_registered = false;
 
-std::mutex & reg_mutex() {
-    static std::mutex m;
-    return m;
+// quantized split weights are cut at multiples of this many rows (the granularity kernels get)
+constexpr int SIM_QUANT_ROWS = 8;
+
+wsp_ggml_backend_buffer_type_t split_buffer_type(int main_device, const float * tensor_split) {
+    return wsp::split::buffer_type(&sim_reg, main_device, tensor_split, SIM_QUANT_ROWS);
 }
 
 bool create_devices(int n, size_t memory_mb) {
@@ -274,6 +300,26 @@ bool create_devices(int n, size_t memory_mb) {
 
 } // namespace
 
+wsp_ggml_backend_reg_t create_devices_once(int n_devices, size_t memory_mb) {
+    static std::mutex           mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (n_devices < 1 || n_devices > 16) {
+        WSP_LOG_ERROR("sim: n_devices must be 1 to 16, got %d\n", n_devices);
+        return nullptr;
+    }
+    if (memory_mb == 0) {
+        const char * env = std::getenv("WSP_GGML_SIM_MEMORY_MB");
+        memory_mb        = env && std::atoi(env) > 0 ? (size_t) std::atoi(env) : 1024;
+    }
+    if (!devices().empty()) {
+        if ((int) devices().size() != n_devices) {
+            WSP_LOG_ERROR("sim: %zu sim devices already exist; cannot make %d\n", devices().size(), n_devices);
+        }
+        return &sim_reg;
+    }
+    return create_devices(n_devices, memory_mb) ? &sim_reg : nullptr;
+}
+
 Device * device_of(wsp_ggml_backend_dev_t d) {
     return d != nullptr && d->reg == &sim_reg ? static_cast<Device *>(d->context) : nullptr;
 }
@@ -303,35 +349,6 @@ void report_foreign_access(const Device & dev, const char * op, const wsp_ggml_t
 using namespace wsp::sim;
 
 extern "C" {
-
-wsp_ggml_backend_reg_t wsp_ggml_backend_sim_register(int n_devices, size_t memory_mb) {
-    std::lock_guard<std::mutex> lock(reg_mutex());
-    if (n_devices < 1 || n_devices > 16) {
-        WSP_LOG_ERROR("%s: n_devices must be 1 to 16, got %d\n", __func__, n_devices);
-        return nullptr;
-    }
-    if (memory_mb == 0) {
-        const char * env = std::getenv("WSP_GGML_SIM_MEMORY_MB");
-        memory_mb        = env && std::atoi(env) > 0 ? (size_t) std::atoi(env) : 1024;
-    }
-    if (!devices().empty()) {
-        if ((int) devices().size() != n_devices) {
-            WSP_LOG_ERROR("%s: %zu sim devices already exist; cannot make %d\n", __func__, devices().size(), n_devices);
-        }
-    } else if (!create_devices(n_devices, memory_mb)) {
-        return nullptr;
-    }
-    if (!g_registered) {
-        g_registered = true;
-        wsp_ggml_backend_register(&sim_reg);
-    }
-    return &sim_reg;
-}
-
-wsp_ggml_backend_reg_t wsp_ggml_backend_sim_reg(void) {
-    std::lock_guard<std::mutex> lock(reg_mutex());
-    return g_registered ? &sim_reg : nullptr;
-}
 
 void wsp_ggml_backend_sim_inject_fault(wsp_ggml_backend_dev_t device, enum wsp_ggml_sim_fault fault) {
     Device * d = device_of(device);
@@ -365,6 +382,14 @@ void wsp_ggml_backend_sim_set_op_supported(wsp_ggml_backend_dev_t device, enum w
 
 size_t wsp_ggml_backend_sim_foreign_accesses(void) {
     return g_foreign_accesses.load();
+}
+
+wsp_ggml_backend_buffer_type_t wsp_ggml_backend_sim_split_buffer_type(int main_device, const float * tensor_split) {
+    if (devices().empty()) {
+        WSP_LOG_ERROR("%s: no sim devices exist\n", __func__);
+        return nullptr;
+    }
+    return split_buffer_type(main_device, tensor_split);
 }
 
 size_t wsp_ggml_backend_sim_memory_used(wsp_ggml_backend_dev_t device) {

@@ -7,6 +7,8 @@
 #include "ggml-backend-impl.h"
 #include "ggml-sim.h"
 
+#include "../core/log.h"
+
 #include "arena.h"
 #include "stream.h"
 
@@ -46,6 +48,10 @@ struct Backend {
 struct EventCtx {
     Event event;
 };
+
+// makes the devices on the first call (later calls return the same reg); NULL on failure.
+// Registration in the backend registry is wsp_ggml_backend_sim_register (register.cpp).
+WSP_INTERNAL_API wsp_ggml_backend_reg_t create_devices_once(int n_devices, size_t memory_mb);
 
 // the device of a device handle of the SIM reg, or NULL
 Device * device_of(wsp_ggml_backend_dev_t dev);

@@ -1,0 +1,339 @@
+// Split buffer type and buffers (see split_buffer.h).
+// tensor_split: one proportion per device of the reg; NULL or all zeros means proportional to
+// each device's total memory. Proportions become cumulative fractions, a device's first row is
+// the fraction times the row count rounded down to the row granularity, the last device takes
+// the rest, and a device may get none.
+
+#include "split_buffer.h"
+
+#include "../core/impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace wsp::split {
+
+namespace {
+
+constexpr size_t SLICE_ALIGN = 256; // each device slice is padded to this many bytes
+constexpr size_t ALIGNMENT   = 128;
+
+struct BuftCtx {
+    wsp_ggml_backend_reg_t reg;
+    int                    main;
+    int                    quant_rows;
+    std::vector<float>     cumulative; // n_devices + 1 fractions, 0 ... 1
+    std::string            name;
+};
+
+struct BufferCtx {
+    BuftCtx *                                 buft;
+    std::vector<std::unique_ptr<SplitTensor>> tensors;
+    wsp_ggml_backend_buffer_usage             usage = WSP_GGML_BACKEND_BUFFER_USAGE_ANY;
+};
+
+// the handle's data pointers are never dereferenced; a fixed non-NULL base keeps them distinct
+char * const FAKE_BASE = reinterpret_cast<char *>(0x1000);
+
+BuftCtx & buft_ctx(wsp_ggml_backend_buffer_type_t buft) {
+    return *static_cast<BuftCtx *>(buft->context);
+}
+
+BufferCtx & buf_ctx(wsp_ggml_backend_buffer_t b) {
+    return *static_cast<BufferCtx *>(b->context);
+}
+
+size_t n_devices(const BuftCtx & c) {
+    return c.cumulative.size() - 1;
+}
+
+size_t slice_bytes(wsp_ggml_type type, int64_t ne0, int64_t rows) {
+    return WSP_GGML_PAD(wsp_ggml_row_size(type, ne0) * (size_t) rows, SLICE_ALIGN);
+}
+
+void free_slices(SplitTensor & st) {
+    for (Slice & s : st.slices) {
+        wsp_ggml_backend_buffer_free(s.buffer);
+    }
+    st.slices.clear();
+}
+
+//
+// buffer
+//
+
+void buf_free(wsp_ggml_backend_buffer_t b) {
+    for (auto & t : buf_ctx(b).tensors) {
+        free_slices(*t);
+    }
+    delete &buf_ctx(b);
+}
+
+void * buf_base(wsp_ggml_backend_buffer_t) {
+    return FAKE_BASE;
+}
+
+wsp_ggml_status buf_init_tensor(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t) {
+    if (t->view_src != nullptr) {
+        WSP_LOG_ERROR("split buffer: %s is a view; views of split tensors are not supported\n", describe(t).c_str());
+        return WSP_GGML_STATUS_FAILED;
+    }
+    if (t->ne[2] != 1 || t->ne[3] != 1) {
+        WSP_LOG_ERROR("split buffer: %s has more than 2 dimensions; only matrices can be split by rows\n",
+                      describe(t).c_str());
+        return WSP_GGML_STATUS_FAILED;
+    }
+    BufferCtx & ctx    = buf_ctx(b);
+    auto        st     = std::make_unique<SplitTensor>();
+    const auto  ranges = row_ranges(b->buft, t->type, t->ne[1]);
+    for (size_t d = 0; d < ranges.size(); ++d) {
+        const int64_t rows = ranges[d].second - ranges[d].first;
+        if (rows == 0) {
+            continue;
+        }
+        wsp_ggml_backend_dev_t    dev = wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d);
+        wsp_ggml_backend_buffer_t sub = wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_dev_buffer_type(dev),
+                                                                           slice_bytes(t->type, t->ne[0], rows));
+        if (sub == nullptr) {
+            WSP_LOG_ERROR("split buffer: cannot allocate rows [%lld, %lld) of %s on %s\n", (long long) ranges[d].first,
+                          (long long) ranges[d].second, describe(t).c_str(), wsp_ggml_backend_dev_name(dev));
+            free_slices(*st);
+            return WSP_GGML_STATUS_ALLOC_FAILED;
+        }
+        wsp_ggml_backend_buffer_set_usage(sub, ctx.usage);
+        Slice s{ (int) d, ranges[d].first, ranges[d].second, sub, {} };
+        s.tensor.type   = t->type;
+        s.tensor.ne[0]  = t->ne[0];
+        s.tensor.ne[1]  = rows;
+        s.tensor.ne[2]  = 1;
+        s.tensor.ne[3]  = 1;
+        s.tensor.nb[0]  = wsp_ggml_type_size(t->type);
+        s.tensor.nb[1]  = wsp_ggml_row_size(t->type, t->ne[0]);
+        s.tensor.nb[2]  = s.tensor.nb[1] * (size_t) rows;
+        s.tensor.nb[3]  = s.tensor.nb[2];
+        s.tensor.op     = WSP_GGML_OP_NONE;
+        s.tensor.buffer = sub;
+        s.tensor.data   = wsp_ggml_backend_buffer_get_base(sub);
+        std::snprintf(s.tensor.name, sizeof(s.tensor.name), "%.50s#%s", t->name, wsp_ggml_backend_dev_name(dev));
+        st->slices.push_back(s);
+    }
+    t->extra = st.get();
+    ctx.tensors.push_back(std::move(st));
+    return WSP_GGML_STATUS_SUCCESS;
+}
+
+// calls fn(slice, offset in slice, offset in data, bytes) for the parts of [offset, offset + size)
+// of the full tensor's row-major layout that each slice holds
+template <typename Fn>
+bool for_each_part(const wsp_ggml_tensor * t, size_t offset, size_t size, const char * what, Fn fn) {
+    const SplitTensor * st  = split_of(t);
+    const size_t        row = wsp_ggml_row_size(t->type, t->ne[0]);
+    if (st == nullptr || offset % row != 0 || size % row != 0) {
+        WSP_LOG_ERROR("split buffer: %s of %s: range [%zu, %zu) is not a whole number of rows of %zu bytes; nothing "
+                      "was transferred\n",
+                      what, describe(t).c_str(), offset, offset + size, row);
+        return false;
+    }
+    const int64_t r0 = (int64_t) (offset / row), r1 = (int64_t) ((offset + size) / row);
+    for (const Slice & s : st->slices) {
+        const int64_t a = std::max(r0, s.row_begin), b = std::min(r1, s.row_end);
+        if (a < b) {
+            fn(s, (size_t) (a - s.row_begin) * row, (size_t) (a - r0) * row, (size_t) (b - a) * row);
+        }
+    }
+    return true;
+}
+
+void buf_set(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    for_each_part(t, offset, size, "set", [&](const Slice & s, size_t so, size_t doff, size_t n) {
+        wsp_ggml_backend_tensor_set(const_cast<wsp_ggml_tensor *>(&s.tensor), static_cast<const char *>(data) + doff,
+                                    so, n);
+    });
+}
+
+void buf_get(wsp_ggml_backend_buffer_t, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
+    for_each_part(t, offset, size, "get", [&](const Slice & s, size_t so, size_t doff, size_t n) {
+        wsp_ggml_backend_tensor_get(&s.tensor, static_cast<char *>(data) + doff, so, n);
+    });
+}
+
+void buf_memset(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, uint8_t v, size_t offset, size_t size) {
+    for_each_part(t, offset, size, "memset", [&](const Slice & s, size_t so, size_t, size_t n) {
+        wsp_ggml_backend_tensor_memset(const_cast<wsp_ggml_tensor *>(&s.tensor), v, so, n);
+    });
+}
+
+void buf_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
+    for (auto & t : buf_ctx(b).tensors) {
+        for (Slice & s : t->slices) {
+            wsp_ggml_backend_buffer_clear(s.buffer, v);
+        }
+    }
+}
+
+void buf_reset(wsp_ggml_backend_buffer_t b) {
+    for (auto & t : buf_ctx(b).tensors) {
+        free_slices(*t);
+    }
+    buf_ctx(b).tensors.clear();
+}
+
+const wsp_ggml_backend_buffer_i split_buffer_iface = {
+    /* .free_buffer   = */ buf_free,
+    /* .get_base      = */ buf_base,
+    /* .init_tensor   = */ buf_init_tensor,
+    /* .memset_tensor = */ buf_memset,
+    /* .set_tensor    = */ buf_set,
+    /* .get_tensor    = */ buf_get,
+    /* .cpy_tensor    = */ nullptr, // copies go through the host
+    /* .clear         = */ buf_clear,
+    /* .reset         = */ buf_reset,
+};
+
+//
+// buffer type
+//
+
+const char * buft_name(wsp_ggml_backend_buffer_type_t buft) {
+    return buft_ctx(buft).name.c_str();
+}
+
+wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
+    // the memory is allocated per tensor and device in init_tensor; this buffer only hands out handles
+    return wsp_ggml_backend_buffer_init(buft, split_buffer_iface, new BufferCtx{ &buft_ctx(buft), {} }, size);
+}
+
+size_t buft_alignment(wsp_ggml_backend_buffer_type_t) {
+    return ALIGNMENT;
+}
+
+size_t buft_alloc_size(wsp_ggml_backend_buffer_type_t buft, const wsp_ggml_tensor * t) {
+    size_t total = 0;
+    for (const auto & r : row_ranges(buft, t->type, t->ne[1] * t->ne[2] * t->ne[3])) {
+        total += r.second > r.first ? slice_bytes(t->type, t->ne[0], r.second - r.first) : 0;
+    }
+    return std::max(total, wsp_ggml_nbytes(t));
+}
+
+bool buft_is_host(wsp_ggml_backend_buffer_type_t) {
+    return false;
+}
+
+struct CacheKey {
+    wsp_ggml_backend_reg_t reg;
+    int                    main;
+    std::vector<float>     cumulative;
+    bool                   operator<(const CacheKey & o) const {
+                          return std::tie(reg, main, cumulative) < std::tie(o.reg, o.main, o.cumulative);
+    }
+};
+
+struct CacheEntry {
+    BuftCtx                      ctx;
+    wsp_ggml_backend_buffer_type buft;
+};
+
+std::vector<float> cumulative_split(wsp_ggml_backend_reg_t reg, const float * tensor_split) {
+    const size_t       n = wsp_ggml_backend_reg_dev_count(reg);
+    std::vector<float> p(n, 0.0f);
+    double             sum = 0.0;
+    for (size_t i = 0; tensor_split != nullptr && i < n; ++i) {
+        p[i] = std::max(0.0f, tensor_split[i]);
+        sum += p[i];
+    }
+    if (sum == 0.0) {
+        for (size_t i = 0; i < n; ++i) {
+            size_t free_mem = 0, total = 0;
+            wsp_ggml_backend_dev_memory(wsp_ggml_backend_reg_dev_get(reg, i), &free_mem, &total);
+            p[i] = (float) total;
+            sum += p[i];
+        }
+    }
+    std::vector<float> cum(n + 1, 0.0f);
+    double             acc = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        acc += p[i];
+        cum[i + 1] = (float) (acc / sum);
+    }
+    cum[n] = 1.0f;
+    return cum;
+}
+
+} // namespace
+
+std::vector<std::pair<int64_t, int64_t>> row_ranges(wsp_ggml_backend_buffer_type_t buft, wsp_ggml_type type,
+                                                    int64_t nrows) {
+    const BuftCtx &                          c        = buft_ctx(buft);
+    const int64_t                            rounding = wsp_ggml_is_quantized(type) ? c.quant_rows : 1;
+    const size_t                             n        = n_devices(c);
+    std::vector<std::pair<int64_t, int64_t>> r(n);
+    int64_t                                  prev_end = 0;
+    for (size_t d = 0; d < n; ++d) {
+        int64_t end =
+            d + 1 == n ? nrows : (int64_t) ((double) c.cumulative[d + 1] * (double) nrows) / rounding * rounding;
+        end      = std::min(std::max(end, prev_end), nrows);
+        r[d]     = { prev_end, end };
+        prev_end = end;
+    }
+    return r;
+}
+
+bool is_split_buffer_type(wsp_ggml_backend_buffer_type_t buft) {
+    return buft != nullptr && buft->iface.get_name == buft_name;
+}
+
+bool is_split_buffer(wsp_ggml_backend_buffer_t buffer) {
+    return buffer != nullptr && buffer->iface.init_tensor == buf_init_tensor;
+}
+
+const SplitTensor * split_of(const wsp_ggml_tensor * t) {
+    return t != nullptr && t->view_src == nullptr && is_split_buffer(t->buffer)
+               ? static_cast<const SplitTensor *>(t->extra)
+               : nullptr;
+}
+
+wsp_ggml_backend_dev_t main_device(wsp_ggml_backend_buffer_type_t buft) {
+    return buft->device;
+}
+
+void set_usage(wsp_ggml_backend_buffer_t buffer, wsp_ggml_backend_buffer_usage usage) {
+    buf_ctx(buffer).usage = usage;
+    for (auto & t : buf_ctx(buffer).tensors) {
+        for (Slice & s : t->slices) {
+            wsp_ggml_backend_buffer_set_usage(s.buffer, usage);
+        }
+    }
+}
+
+wsp_ggml_backend_buffer_type_t buffer_type(wsp_ggml_backend_reg_t reg, int main, const float * tensor_split,
+                                           int quant_rows) {
+    static std::mutex                       mutex;
+    static std::map<CacheKey, CacheEntry *> cache; // entries live until exit, like the devices
+    const size_t                            n = wsp_ggml_backend_reg_dev_count(reg);
+    if (main < 0 || (size_t) main >= n) {
+        WSP_LOG_ERROR("split_buffer_type: main device %d is not a device of %s (%zu devices)\n", main,
+                      wsp_ggml_backend_reg_name(reg), n);
+        return nullptr;
+    }
+    CacheKey                    key{ reg, main, cumulative_split(reg, tensor_split) };
+    std::lock_guard<std::mutex> lock(mutex);
+    auto                        it = cache.find(key);
+    if (it != cache.end()) {
+        return &it->second->buft;
+    }
+    auto * e = new CacheEntry;
+    e->ctx   = { reg, main, quant_rows < 1 ? 1 : quant_rows, key.cumulative,
+                 std::string(wsp_ggml_backend_reg_name(reg)) + std::to_string(main) + "_Split" };
+    e->buft  = { { buft_name, buft_alloc, buft_alignment, nullptr, buft_alloc_size, buft_is_host },
+                 wsp_ggml_backend_reg_dev_get(reg, (size_t) main),
+                 &e->ctx };
+    cache.emplace(std::move(key), e);
+    return &e->buft;
+}
+
+} // namespace wsp::split
