@@ -45,6 +45,9 @@ WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_foreign_accesses(void);
 // "wsp_ggml_backend_split_buffer_type"): rows spread by tensor_split (NULL: by device memory)
 WSP_GGML_BACKEND_API wsp_ggml_backend_buffer_type_t wsp_ggml_backend_sim_split_buffer_type(int main_device, const float * tensor_split);
 
+// bytes moved by copies to, from and between sim devices (sync and async) since start
+WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_bytes_copied(void);
+
 // bytes of device memory in use
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_memory_used(wsp_ggml_backend_dev_t device);
 

@@ -58,7 +58,12 @@ bool rewrite(Sched & s, wsp_ggml_tensor * node) {
     }
     node->op = WSP_GGML_OP_CONCAT;
     std::memset(node->op_params, 0, sizeof(node->op_params)); // dim 0
-    s.backend_of(node) = main;                                // the gather stays on the main device
+    r.op[1] = node->op;
+    std::memcpy(r.src[1], node->src, sizeof(r.src[1]));
+    std::memcpy(r.op_params[1], node->op_params, sizeof(r.op_params[1]));
+    s.rewrites.push_back(r);
+    s.edited           = true;
+    s.backend_of(node) = main; // the gather stays on the main device
     return true;
 }
 

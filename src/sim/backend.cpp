@@ -44,6 +44,7 @@ void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, siz
         if (!take_copy_fault(dev, err, "tensor_set_async")) {
             return false;
         }
+        count_copy(size);
         std::memcpy(dst, data, size);
         return true;
     });
@@ -56,6 +57,7 @@ void get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, siz
         if (!take_copy_fault(dev, err, "tensor_get_async")) {
             return false;
         }
+        count_copy(size);
         std::memcpy(data, src, size);
         return true;
     });
@@ -76,6 +78,7 @@ bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggm
         if (!take_copy_fault(dev, err, "tensor_copy_async")) {
             return false;
         }
+        count_copy(n);
         std::memcpy(to, from, n);
         return true;
     });

@@ -23,6 +23,7 @@ std::vector<std::unique_ptr<Device>> & devices() {
 }
 
 std::atomic<size_t> g_foreign_accesses{ 0 };
+std::atomic<size_t> g_bytes_copied{ 0 };
 
 Device & dev_ctx(wsp_ggml_backend_buffer_type_t buft) {
     return *static_cast<Device *>(buft->context);
@@ -68,12 +69,14 @@ void buf_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, siz
 
 void buf_set(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t size) {
     if (copy_allowed(buf_dev(b), "tensor_set")) {
+        count_copy(size);
         std::memcpy(static_cast<char *>(t->data) + off, data, size);
     }
 }
 
 void buf_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data, size_t off, size_t size) {
     if (copy_allowed(buf_dev(b), "tensor_get")) {
+        count_copy(size);
         std::memcpy(data, static_cast<const char *>(t->data) + off, size);
     }
 }
@@ -81,6 +84,7 @@ void buf_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data
 // dst is here; src may be on any device or in host memory: all of it is addressable in-process
 bool buf_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
     if (copy_allowed(buf_dev(b), "tensor_copy")) {
+        count_copy(wsp_ggml_nbytes(src));
         std::memcpy(dst->data, src->data, wsp_ggml_nbytes(src));
     }
     return true;
@@ -338,6 +342,10 @@ std::string owner_name(const void * p) {
     return d ? d->name : std::string("host memory");
 }
 
+void count_copy(size_t bytes) {
+    g_bytes_copied.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void report_foreign_access(const Device & dev, const char * op, const wsp_ggml_tensor * t, const char * role) {
     g_foreign_accesses.fetch_add(1);
     WSP_LOG_ERROR("%s: FOREIGN MEMORY ACCESS: kernel %s on %s %s %s, which lives in %s (a copy is missing)\n",
@@ -378,6 +386,10 @@ void wsp_ggml_backend_sim_set_op_supported(wsp_ggml_backend_dev_t device, enum w
         return;
     }
     d->op_supported[(size_t) op].store(supported);
+}
+
+size_t wsp_ggml_backend_sim_bytes_copied(void) {
+    return g_bytes_copied.load();
 }
 
 size_t wsp_ggml_backend_sim_foreign_accesses(void) {

@@ -60,6 +60,9 @@ Device * owner_of(const void * p);
 // name for messages: "SIM1" or "host memory"
 std::string owner_name(const void * p);
 
+// every copy adds its size here (wsp_ggml_backend_sim_bytes_copied)
+void count_copy(size_t bytes);
+
 // count and log a kernel access outside the kernel's device
 void report_foreign_access(const Device & dev, const char * op, const wsp_ggml_tensor * t, const char * role);
 

@@ -101,13 +101,13 @@ std::vector<double> layer_norm(const std::vector<double> & x, int T, int C, cons
     return y;
 }
 
-std::vector<double> attention(const std::vector<double> & q, const std::vector<double> & k, const std::vector<double> & v,
-                              int T, int C, int n_head, bool round_kv) {
+std::vector<double> attention(const std::vector<double> & q, const std::vector<double> & k,
+                              const std::vector<double> & v, int T, int C, int n_head, bool round_kv) {
     const int           dh    = C / n_head;
     const double        scale = 1.0 / std::sqrt((double) dh);
     std::vector<double> out((size_t) T * C);
     std::vector<double> p((size_t) T);
-    auto kv = [&](const std::vector<double> & m, int s, int h, int d) {
+    auto                kv = [&](const std::vector<double> & m, int s, int h, int d) {
         const double x = m[(size_t) s * C + h * dh + d];
         return round_kv ? round_f16(x) : x;
     };
@@ -160,11 +160,11 @@ EncoderWeights::EncoderWeights(const EncoderConfig & cfg) : cfg_(cfg) {
     wsp_ggml_init_params params    = { n_tensors * wsp_ggml_tensor_overhead(), nullptr, true };
     ctx_                           = wsp_ggml_init(params);
     const int64_t S = cfg.n_state, F = 4 * (int64_t) cfg.n_state;
-    conv1_w         = wsp_ggml_set_name(wsp_ggml_new_tensor_3d(ctx_, WSP_GGML_TYPE_F16, 3, cfg.n_mels, S), "conv1.w");
-    conv1_b         = mat(ctx_, WSP_GGML_TYPE_F32, 1, S, "conv1.b");
-    conv2_w         = wsp_ggml_set_name(wsp_ggml_new_tensor_3d(ctx_, WSP_GGML_TYPE_F16, 3, S, S), "conv2.w");
-    conv2_b         = mat(ctx_, WSP_GGML_TYPE_F32, 1, S, "conv2.b");
-    pos             = mat(ctx_, WSP_GGML_TYPE_F32, S, cfg.n_ctx, "pos");
+    conv1_w = wsp_ggml_set_name(wsp_ggml_new_tensor_3d(ctx_, WSP_GGML_TYPE_F16, 3, cfg.n_mels, S), "conv1.w");
+    conv1_b = mat(ctx_, WSP_GGML_TYPE_F32, 1, S, "conv1.b");
+    conv2_w = wsp_ggml_set_name(wsp_ggml_new_tensor_3d(ctx_, WSP_GGML_TYPE_F16, 3, S, S), "conv2.w");
+    conv2_b = mat(ctx_, WSP_GGML_TYPE_F32, 1, S, "conv2.b");
+    pos     = mat(ctx_, WSP_GGML_TYPE_F32, S, cfg.n_ctx, "pos");
     for (int i = 0; i < cfg.n_layer; ++i) {
         EncoderLayer l;
         l.attn_ln_w = vec(ctx_, S, "attn_ln.w");
@@ -206,11 +206,12 @@ std::vector<wsp_ggml_tensor *> EncoderWeights::all() const {
 }
 
 bool EncoderWeights::allocate(wsp_ggml_backend_buffer_type_t                      front,
-                              const std::vector<wsp_ggml_backend_buffer_type_t> & layer_bufts) {
+                              const std::vector<wsp_ggml_backend_buffer_type_t> & layer_bufts,
+                              wsp_ggml_backend_buffer_type_t                      matmul_buft) {
     // group tensors by buffer type and place each group with a bump allocator
-    std::vector<wsp_ggml_backend_buffer_type_t>                 bufts;
-    std::vector<std::vector<wsp_ggml_tensor *>>                 groups;
-    auto add = [&](wsp_ggml_backend_buffer_type_t buft, wsp_ggml_tensor * t) {
+    std::vector<wsp_ggml_backend_buffer_type_t> bufts;
+    std::vector<std::vector<wsp_ggml_tensor *>> groups;
+    auto                                        add = [&](wsp_ggml_backend_buffer_type_t buft, wsp_ggml_tensor * t) {
         size_t g = 0;
         while (g < bufts.size() && bufts[g] != buft) {
             ++g;
@@ -227,9 +228,12 @@ bool EncoderWeights::allocate(wsp_ggml_backend_buffer_type_t                    
     for (size_t i = 0; i < layers_.size(); ++i) {
         const EncoderLayer &           l    = layers_[i];
         wsp_ggml_backend_buffer_type_t buft = layer_bufts.empty() ? front : layer_bufts[i % layer_bufts.size()];
-        for (wsp_ggml_tensor * t : { l.attn_ln_w, l.attn_ln_b, l.q_w, l.q_b, l.k_w, l.v_w, l.v_b, l.o_w, l.o_b,
-                                     l.mlp_ln_w, l.mlp_ln_b, l.mlp0_w, l.mlp0_b, l.mlp1_w, l.mlp1_b }) {
+        for (wsp_ggml_tensor * t :
+             { l.attn_ln_w, l.attn_ln_b, l.q_b, l.v_b, l.o_b, l.mlp_ln_w, l.mlp_ln_b, l.mlp0_b, l.mlp1_b }) {
             add(buft, t);
+        }
+        for (wsp_ggml_tensor * t : { l.q_w, l.k_w, l.v_w, l.o_w, l.mlp0_w, l.mlp1_w }) {
+            add(matmul_buft ? matmul_buft : buft, t);
         }
     }
     for (size_t g = 0; g < bufts.size(); ++g) {
@@ -242,7 +246,6 @@ bool EncoderWeights::allocate(wsp_ggml_backend_buffer_type_t                    
         if (buf == nullptr) {
             return false;
         }
-        wsp_ggml_backend_buffer_set_usage(buf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         buffers_.push_back(buf);
         wsp_ggml_tallocr talloc = wsp_ggml_tallocr_new(buf);
         for (wsp_ggml_tensor * t : groups[g]) {
@@ -250,6 +253,8 @@ bool EncoderWeights::allocate(wsp_ggml_backend_buffer_type_t                    
                 return false;
             }
         }
+        // after placement: a split buffer passes the usage on to the memory of its tensors
+        wsp_ggml_backend_buffer_set_usage(buf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     }
     return true;
 }
@@ -284,14 +289,15 @@ size_t encoder_graph_tensors(const EncoderConfig & cfg) {
 wsp_ggml_cgraph * build_encoder_graph(const EncoderWeights & w, wsp_ggml_context * ctx, wsp_ggml_tensor ** mel_out) {
     const EncoderConfig & cfg = w.config();
     const int64_t         S = cfg.n_state, T = cfg.n_ctx, H = cfg.n_head, D = S / H;
-    wsp_ggml_cgraph *     gf  = wsp_ggml_new_graph_custom(ctx, encoder_graph_size(cfg), false);
+    wsp_ggml_cgraph *     gf = wsp_ggml_new_graph_custom(ctx, encoder_graph_size(cfg), false);
 
     wsp_ggml_tensor * mel = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 2 * T, cfg.n_mels);
     wsp_ggml_set_name(mel, "mel");
     wsp_ggml_set_input(mel);
     *mel_out = mel;
 
-    wsp_ggml_tensor * cur = wsp_ggml_gelu(ctx, wsp_ggml_add(ctx, wsp_ggml_conv_1d_ph(ctx, w.conv1_w, mel, 1, 1), w.conv1_b));
+    wsp_ggml_tensor * cur =
+        wsp_ggml_gelu(ctx, wsp_ggml_add(ctx, wsp_ggml_conv_1d_ph(ctx, w.conv1_w, mel, 1, 1), w.conv1_b));
     cur = wsp_ggml_gelu(ctx, wsp_ggml_add(ctx, wsp_ggml_conv_1d_ph(ctx, w.conv2_w, cur, 2, 1), w.conv2_b));
     cur = wsp_ggml_add(ctx, wsp_ggml_cont(ctx, wsp_ggml_transpose(ctx, cur)), w.pos); // [S, T]
 
@@ -314,10 +320,11 @@ wsp_ggml_cgraph * build_encoder_graph(const EncoderWeights & w, wsp_ggml_context
             wsp_ggml_flash_attn_ext_set_prec(att, WSP_GGML_PREC_F32);
             cur = wsp_ggml_reshape_2d(ctx, att, S, T);
         } else {
-            wsp_ggml_tensor * kq  = wsp_ggml_soft_max_ext(ctx, wsp_ggml_mul_mat(ctx, kh, qh), nullptr, scale, 0.0f);
-            wsp_ggml_tensor * vt  = wsp_ggml_cont(ctx, wsp_ggml_permute(ctx, wsp_ggml_reshape_3d(ctx, v, D, H, T), 1, 2, 0, 3));
+            wsp_ggml_tensor * kq = wsp_ggml_soft_max_ext(ctx, wsp_ggml_mul_mat(ctx, kh, qh), nullptr, scale, 0.0f);
+            wsp_ggml_tensor * vt =
+                wsp_ggml_cont(ctx, wsp_ggml_permute(ctx, wsp_ggml_reshape_3d(ctx, v, D, H, T), 1, 2, 0, 3));
             wsp_ggml_tensor * kqv = wsp_ggml_mul_mat(ctx, vt, kq); // [D, T, H]
-            cur = wsp_ggml_cont_2d(ctx, wsp_ggml_permute(ctx, kqv, 0, 2, 1, 3), S, T);
+            cur                   = wsp_ggml_cont_2d(ctx, wsp_ggml_permute(ctx, kqv, 0, 2, 1, 3), S, T);
         }
         cur = wsp_ggml_add(ctx, wsp_ggml_add(ctx, wsp_ggml_mul_mat(ctx, l.o_w, cur), l.o_b), inp);
 
@@ -354,9 +361,9 @@ std::vector<double> reference_encoder(const EncoderWeights & w, const std::vecto
             x[(size_t) t * M + m] = mel_in[(size_t) m * L + t];
         }
     }
-    int  ol = 0;
-    auto h  = conv1d(x, L, M, host_values(w.conv1_w), 3, S, host_values(w.conv1_b), 1, true, ol);
-    h       = conv1d(h, ol, S, host_values(w.conv2_w), 3, S, host_values(w.conv2_b), 2, true, ol);
+    int  ol                       = 0;
+    auto h                        = conv1d(x, L, M, host_values(w.conv1_w), 3, S, host_values(w.conv1_b), 1, true, ol);
+    h                             = conv1d(h, ol, S, host_values(w.conv2_w), 3, S, host_values(w.conv2_b), 2, true, ol);
     const std::vector<double> pos = host_values(w.pos);
     for (size_t i = 0; i < h.size(); ++i) {
         h[i] += pos[i];
@@ -370,8 +377,8 @@ std::vector<double> reference_encoder(const EncoderWeights & w, const std::vecto
         const auto att = attention(q, k, v, T, S, cfg.n_head, cfg.flash_attn);
         add_into(h, linear(att, T, S, host_values(l.o_w), S, &ob));
 
-        cur             = layer_norm(h, T, S, host_values(l.mlp_ln_w), host_values(l.mlp_ln_b));
-        const auto b0   = host_values(l.mlp0_b), b1 = host_values(l.mlp1_b);
+        cur           = layer_norm(h, T, S, host_values(l.mlp_ln_w), host_values(l.mlp_ln_b));
+        const auto b0 = host_values(l.mlp0_b), b1 = host_values(l.mlp1_b);
         auto       ffn = linear(cur, T, S, host_values(l.mlp0_w), 4 * S, &b0);
         for (double & f : ffn) {
             f = gelu(f);
@@ -383,10 +390,10 @@ std::vector<double> reference_encoder(const EncoderWeights & w, const std::vecto
 
 double encoder_flops(const EncoderConfig & cfg) {
     const double S = cfg.n_state, T = cfg.n_ctx, M = cfg.n_mels;
-    const double conv  = 2.0 * (2 * T) * S * M * 3 + 2.0 * T * S * S * 3;
-    const double proj  = 2.0 * T * S * S * 4;
-    const double attn  = 4.0 * T * T * S;
-    const double mlp   = 2.0 * T * S * 4 * S * 2;
+    const double conv = 2.0 * (2 * T) * S * M * 3 + 2.0 * T * S * S * 3;
+    const double proj = 2.0 * T * S * S * 4;
+    const double attn = 4.0 * T * T * S;
+    const double mlp  = 2.0 * T * S * 4 * S * 2;
     return conv + cfg.n_layer * (proj + attn + mlp);
 }
 

@@ -45,8 +45,11 @@ public:
     EncoderWeights(const EncoderWeights &)             = delete;
     EncoderWeights & operator=(const EncoderWeights &) = delete;
 
-    // front end and final norm in `front`; layer i in layer_bufts[i % size] (front when empty)
-    bool allocate(wsp_ggml_backend_buffer_type_t front, const std::vector<wsp_ggml_backend_buffer_type_t> & layer_bufts = {});
+    // front end and final norm in `front`; layer i in layer_bufts[i % size] (front when empty);
+    // the layers' mat-mul weights in matmul_buft when given (e.g. a split buffer type)
+    bool allocate(wsp_ggml_backend_buffer_type_t                      front,
+                  const std::vector<wsp_ggml_backend_buffer_type_t> & layer_bufts = {},
+                  wsp_ggml_backend_buffer_type_t                      matmul_buft = nullptr);
 
     // deterministic random values (uploaded with tensor_set, quantized where the type says so)
     void randomize(uint32_t seed);
