@@ -1,6 +1,7 @@
 // Elementwise functions of one tensor: the UNARY family, SQR, SQRT and SCALE, for F32/F16/BF16
-// in any layout. Rows are gathered to F32 (when not already contiguous F32), transformed by the
-// vectorised functions of vec.h, and stored back.
+// in any layout. Contiguous F32 rows are transformed where they lie; other rows are gathered to
+// F32 scratch, transformed by the vectorised functions of vec.h, and stored back. Every function
+// maps x[i] to y[i] alone, so in place (dst aliasing src0) is safe.
 
 #include "ops.h"
 #include "vec.h"
@@ -12,103 +13,84 @@ namespace wsp::cpu {
 
 namespace {
 
-void apply(const wsp_ggml_tensor * dst, const float * x, float * y, int64_t n) {
-    switch (dst->op) {
-        case WSP_GGML_OP_SQR:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] * x[i];
-            return;
-        case WSP_GGML_OP_SQRT:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = std::sqrt(x[i]);
-            return;
-        case WSP_GGML_OP_SCALE: {
-            const float s = get_op_param_f32(dst, 0);
-            const float b = get_op_param_f32(dst, 1);
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] * s + b;
-            return;
-        }
-        default: break;
+// y = f(x) for the functions simple enough to be vectorised by the compiler
+template <typename F>
+inline void map_scalar(const float * x, float * y, int64_t n, F f) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = f(x[i]);
     }
-    switch (wsp_ggml_get_unary_op(dst)) {
-        case WSP_GGML_UNARY_OP_ABS:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = std::fabs(x[i]);
-            break;
+}
+
+inline float hard_sigmoid(float v) {
+    return std::min(1.0f, std::max(0.0f, (v + 3.0f) / 6.0f));
+}
+
+void apply_unary(wsp_ggml_unary_op op, const float * x, float * y, int64_t n) {
+    switch (op) {
+        case WSP_GGML_UNARY_OP_ABS: map_scalar(x, y, n, [](float v) { return std::fabs(v); }); break;
         case WSP_GGML_UNARY_OP_SGN:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] > 0.0f ? 1.0f : (x[i] < 0.0f ? -1.0f : 0.0f);
+            map_scalar(x, y, n, [](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); });
             break;
-        case WSP_GGML_UNARY_OP_NEG:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = -x[i];
-            break;
-        case WSP_GGML_UNARY_OP_STEP:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] > 0.0f ? 1.0f : 0.0f;
-            break;
+        case WSP_GGML_UNARY_OP_NEG: map_scalar(x, y, n, [](float v) { return -v; }); break;
+        case WSP_GGML_UNARY_OP_STEP: map_scalar(x, y, n, [](float v) { return v > 0.0f ? 1.0f : 0.0f; }); break;
         case WSP_GGML_UNARY_OP_TANH: vec_tanh(x, y, n); break;
-        case WSP_GGML_UNARY_OP_ELU:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] > 0.0f ? x[i] : std::expm1(x[i]);
-            break;
-        case WSP_GGML_UNARY_OP_RELU:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-            break;
+        // expm1 keeps full relative precision near 0, where exp(x) - 1 would cancel
+        case WSP_GGML_UNARY_OP_ELU: map_scalar(x, y, n, [](float v) { return v > 0.0f ? v : std::expm1(v); }); break;
+        case WSP_GGML_UNARY_OP_RELU: map_scalar(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
         case WSP_GGML_UNARY_OP_SIGMOID: vec_sigmoid(x, y, n); break;
         case WSP_GGML_UNARY_OP_GELU: vec_gelu(x, y, n); break;
         case WSP_GGML_UNARY_OP_GELU_ERF:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+            map_scalar(x, y, n, [](float v) { return 0.5f * v * std::erfc(-v * 0.70710678118654752f); });
             break;
-        case WSP_GGML_UNARY_OP_GELU_QUICK:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] / (1.0f + std::exp(-1.702f * x[i]));
-            break;
+        case WSP_GGML_UNARY_OP_GELU_QUICK: vec_gelu_quick(x, y, n); break;
         case WSP_GGML_UNARY_OP_SILU: vec_silu(x, y, n); break;
-        case WSP_GGML_UNARY_OP_HARDSWISH:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = x[i] * std::min(1.0f, std::max(0.0f, (x[i] + 3.0f) / 6.0f));
-            break;
-        case WSP_GGML_UNARY_OP_HARDSIGMOID:
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = std::min(1.0f, std::max(0.0f, (x[i] + 3.0f) / 6.0f));
-            break;
+        case WSP_GGML_UNARY_OP_HARDSWISH: map_scalar(x, y, n, [](float v) { return v * hard_sigmoid(v); }); break;
+        case WSP_GGML_UNARY_OP_HARDSIGMOID: map_scalar(x, y, n, hard_sigmoid); break;
         case WSP_GGML_UNARY_OP_EXP: vec_exp(x, y, n); break;
         case WSP_GGML_UNARY_OP_COUNT: break;
     }
 }
 
+void apply(const wsp_ggml_tensor * dst, const float * x, float * y, int64_t n) {
+    switch (dst->op) {
+        case WSP_GGML_OP_SQR: map_scalar(x, y, n, [](float v) { return v * v; }); break;
+        case WSP_GGML_OP_SQRT: vec_sqrt(x, y, n); break;
+        case WSP_GGML_OP_SCALE: vec_scale_bias(x, y, n, get_op_param_f32(dst, 0), get_op_param_f32(dst, 1)); break;
+        default: apply_unary(wsp_ggml_get_unary_op(dst), x, y, n); break;
+    }
+}
+
+size_t task_floats(const wsp_ggml_tensor * dst) {
+    return (size_t) ((dst->ne[0] + 15) / 16 * 16) + 16;
+}
+
 size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
-    // two F32 rows per task for layouts that need gathering
-    return (size_t) n_tasks * 2 * (size_t) dst->ne[0] * sizeof(float) + 64 * (size_t) n_tasks;
+    return (size_t) n_tasks * task_floats(dst) * sizeof(float);
 }
 
 void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const wsp_ggml_tensor * a   = dst->src[0];
     const int64_t           ne0 = a->ne[0], ne1 = a->ne[1], ne2 = a->ne[2];
-    int64_t                 r0, r1;
-    split_range(wsp_ggml_nrows(a), p.ith, p.nth, r0, r1);
+    const bool              f32_in  = a->type == WSP_GGML_TYPE_F32 && a->nb[0] == sizeof(float);
+    const bool              f32_out = dst->type == WSP_GGML_TYPE_F32 && dst->nb[0] == sizeof(float);
+    float * tmp = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + (size_t) p.ith * task_floats(dst) * 4);
 
-    const bool direct = a->type == WSP_GGML_TYPE_F32 && dst->type == WSP_GGML_TYPE_F32 && a->nb[0] == sizeof(float) &&
-                        dst->nb[0] == sizeof(float);
-    float * tx = reinterpret_cast<float *>(static_cast<char *>(p.wdata) +
-                                           (size_t) p.ith * (2 * (size_t) ne0 * sizeof(float) + 64));
-    float * ty = tx + ne0;
+    int64_t r0, r1;
+    split_range(wsp_ggml_nrows(a), p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
         const char *  xa = static_cast<const char *>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
         char *        xd = static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
-        if (direct) {
-            apply(dst, reinterpret_cast<const float *>(xa), reinterpret_cast<float *>(xd), ne0);
-            continue;
+        const float * x  = reinterpret_cast<const float *>(xa);
+        if (!f32_in) {
+            strided_row_to_f32(a->type, xa, a->nb[0], tmp, ne0);
+            x = tmp;
         }
-        strided_row_to_f32(a->type, xa, a->nb[0], tx, ne0);
-        apply(dst, tx, ty, ne0);
-        for (int64_t i = 0; i < ne0; ++i) {
-            store_f(dst->type, xd + i * dst->nb[0], ty[i]);
+        if (f32_out) {
+            apply(dst, x, reinterpret_cast<float *>(xd), ne0);
+        } else {
+            apply(dst, x, tmp, ne0);
+            strided_row_from_f32(dst->type, tmp, xd, dst->nb[0], ne0);
         }
     }
 }
