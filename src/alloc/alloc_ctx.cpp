@@ -65,12 +65,10 @@ struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors_from_buft(st
     std::vector<wsp_ggml_backend_buffer_t> buffers;
     wsp_ggml_tensor *                      first = wsp_ggml_get_first_tensor(ctx);
     size_t                                 cur   = 0;
-    bool                                   any   = false;
     for (wsp_ggml_tensor * t = first; t != nullptr; t = wsp_ggml_get_next_tensor(ctx, t)) {
         if (!needs_memory(t)) {
             continue;
         }
-        any               = true;
         const size_t size = WSP_GGML_PAD(wsp_ggml_backend_buft_get_alloc_size(buft, t), alignment);
         if (size > max_size) {
             WSP_LOG_ERROR("%s: %s needs %zu bytes, more than the maximum %s buffer size %zu\n", __func__,
@@ -88,8 +86,9 @@ struct wsp_ggml_backend_buffer * wsp_ggml_backend_alloc_ctx_tensors_from_buft(st
         }
         cur += size;
     }
-    if (!any) {
-        WSP_LOG_DEBUG("%s: all tensors in the context are already allocated\n", __func__);
+    if (buffers.empty() && cur == 0) {
+        // empty tensors need no memory: as with a fully allocated context there is no buffer
+        WSP_LOG_DEBUG("%s: all tensors in the context are already allocated or empty\n", __func__);
         return nullptr;
     }
     if (cur > 0 && !alloc_span(ctx, buft, first, nullptr, cur, buffers)) {

@@ -63,16 +63,18 @@ GraphLayout graph_layout(size_t size, bool grads) {
 
 void add_node(wsp_ggml_cgraph * g, wsp_ggml_tensor * t) {
     if (g->n_nodes >= g->size) {
-        WSP_GGML_ABORT("graph is full: it holds %d nodes; create it with wsp_ggml_new_graph_custom and a larger size",
-                       g->size);
+        WSP_GGML_ABORT("graph is full: it holds %d nodes and cannot take %s (op %s); create it with "
+                       "wsp_ggml_new_graph_custom and a larger size",
+                       g->size, wsp::describe(t).c_str(), wsp_ggml_op_desc(t));
     }
     g->nodes[g->n_nodes++] = t;
 }
 
 void add_leaf(wsp_ggml_cgraph * g, wsp_ggml_tensor * t) {
     if (g->n_leafs >= g->size) {
-        WSP_GGML_ABORT("graph is full: it holds %d leafs; create it with wsp_ggml_new_graph_custom and a larger size",
-                       g->size);
+        WSP_GGML_ABORT("graph is full: it holds %d leafs and cannot take %s; create it with "
+                       "wsp_ggml_new_graph_custom and a larger size",
+                       g->size, wsp::describe(t).c_str());
     }
     if (t->name[0] == '\0') {
         wsp_ggml_format_name(t, "leaf_%d", g->n_leafs);

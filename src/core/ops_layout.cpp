@@ -9,8 +9,19 @@ namespace {
 
 using wsp::describe;
 
-wsp_ggml_tensor * view_impl(wsp_ggml_context * ctx, wsp_ggml_tensor * a, int n_dims, const int64_t * ne,
-                            size_t offset) {
+wsp_ggml_tensor * view_impl(wsp_ggml_context * ctx, wsp_ggml_tensor * a, int n_dims, const int64_t * ne, size_t offset,
+                            const char * op) {
+    // the arena's own check (a dense view must fit its root source) would not name the op
+    size_t bytes = wsp_ggml_row_size(a->type, ne[0]);
+    for (int i = 1; i < n_dims; ++i) {
+        bytes *= (size_t) ne[i];
+    }
+    const wsp_ggml_tensor * root = a->view_src ? a->view_src : a;
+    const size_t            offs = offset + (a->view_src ? a->view_offs : 0);
+    if (bytes > 0 && offs + bytes > wsp_ggml_nbytes(root)) {
+        WSP_GGML_ABORT("%s: a view of %zu bytes at offset %zu of %s is out of the bounds of %s (%zu bytes)", op, bytes,
+                       offset, describe(a).c_str(), describe(root).c_str(), wsp_ggml_nbytes(root));
+    }
     wsp_ggml_tensor * r = wsp::new_tensor_impl(ctx, a->type, n_dims, ne, a, offset);
     wsp_ggml_format_name(r, "%s (view)", a->name);
     wsp::set_op_params(r, &offset, sizeof(offset));
@@ -77,13 +88,13 @@ struct wsp_ggml_tensor * wsp_ggml_view_tensor(struct wsp_ggml_context * ctx, str
 
 struct wsp_ggml_tensor * wsp_ggml_view_1d(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a, int64_t ne0,
                                           size_t offset) {
-    return view_impl(ctx, a, 1, &ne0, offset);
+    return view_impl(ctx, a, 1, &ne0, offset, __func__);
 }
 
 struct wsp_ggml_tensor * wsp_ggml_view_2d(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a, int64_t ne0,
                                           int64_t ne1, size_t nb1, size_t offset) {
     const int64_t     ne[2] = { ne0, ne1 };
-    wsp_ggml_tensor * r     = view_impl(ctx, a, 2, ne, offset);
+    wsp_ggml_tensor * r     = view_impl(ctx, a, 2, ne, offset, __func__);
     r->nb[1]                = nb1;
     r->nb[2]                = r->nb[1] * (size_t) ne1;
     r->nb[3]                = r->nb[2];
@@ -94,7 +105,7 @@ struct wsp_ggml_tensor * wsp_ggml_view_2d(struct wsp_ggml_context * ctx, struct 
 struct wsp_ggml_tensor * wsp_ggml_view_3d(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * a, int64_t ne0,
                                           int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
     const int64_t     ne[3] = { ne0, ne1, ne2 };
-    wsp_ggml_tensor * r     = view_impl(ctx, a, 3, ne, offset);
+    wsp_ggml_tensor * r     = view_impl(ctx, a, 3, ne, offset, __func__);
     r->nb[1]                = nb1;
     r->nb[2]                = nb2;
     r->nb[3]                = r->nb[2] * (size_t) ne2;
@@ -106,7 +117,7 @@ struct wsp_ggml_tensor * wsp_ggml_view_4d(struct wsp_ggml_context * ctx, struct 
                                           int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3,
                                           size_t offset) {
     const int64_t     ne[4] = { ne0, ne1, ne2, ne3 };
-    wsp_ggml_tensor * r     = view_impl(ctx, a, 4, ne, offset);
+    wsp_ggml_tensor * r     = view_impl(ctx, a, 4, ne, offset, __func__);
     r->nb[1]                = nb1;
     r->nb[2]                = nb2;
     r->nb[3]                = nb3;

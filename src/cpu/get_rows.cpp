@@ -1,6 +1,6 @@
 // GET_ROWS: dst[:, i10, i11, i12] = a[:, b[i10, i11, i12], i11, i12], rows of any type with a
 // converter (quantized included) gathered into F32, or I32 rows copied. An index outside a
-// gives a zero row and one logged error per node.
+// gives a zero row and one logged error per task that meets one.
 
 #include "ops.h"
 #include "vec.h"

@@ -88,12 +88,15 @@ void ThreadPool::run(int nth, TaskFn fn, void * ctx) {
         resume(); // a compute on a paused pool resumes it, as a caller would expect
     }
     group_.start(nth);
-    job_fn_  = fn;
-    job_ctx_ = ctx;
-    job_nth_ = nth;
-    done_.store(0, std::memory_order_relaxed);
-    // seq_cst pairs with the worker's sleepers_ increment and generation_ check (Note [sleep handshake])
-    generation_.fetch_add(1);
+    {
+        std::lock_guard<std::mutex> job_lock(job_mutex_);
+        job_fn_  = fn;
+        job_ctx_ = ctx;
+        job_nth_ = nth;
+        done_.store(0, std::memory_order_relaxed);
+        // seq_cst pairs with the worker's sleepers_ increment and generation_ check (Note [sleep handshake])
+        generation_.fetch_add(1);
+    }
     if (sleepers_.load() > 0) {
         wake_all();
     }
@@ -119,8 +122,13 @@ void ThreadPool::worker_main(int index) {
         uint64_t gen   = generation_.load(std::memory_order_acquire);
         int      spins = 0;
         while (gen == seen && spins < spin_iters_ && !paused_.load(std::memory_order_relaxed)) {
-            WSP_CPU_RELAX();
-            ++spins;
+            // yield now and then: with more threads than free cores, a spinning worker would
+            // otherwise hold a core that the thread running the job needs
+            if ((++spins & 255) == 0) {
+                std::this_thread::yield();
+            } else {
+                WSP_CPU_RELAX();
+            }
             gen = generation_.load(std::memory_order_acquire);
         }
         if (gen == seen) {
@@ -131,15 +139,26 @@ void ThreadPool::worker_main(int index) {
             sleepers_.fetch_add(1);
             cv_.wait(lock, [&] { return stop_.load() || (generation_.load() != seen && !paused_.load()); });
             sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-            gen = generation_.load(std::memory_order_acquire);
         }
-        seen = gen;
+        // Note [job snapshot]: the generation and the job are read together. A worker that sits a
+        // job out (index >= nth) is not waited for, so it may wake only after run() has published
+        // the next job; reading the generation and the job separately could then pair the old
+        // generation with the new job, and the worker would run that job twice.
+        TaskFn fn;
+        void * ctx;
+        int    nth;
+        {
+            std::lock_guard<std::mutex> job_lock(job_mutex_);
+            seen = generation_.load(std::memory_order_acquire);
+            fn   = job_fn_;
+            ctx  = job_ctx_;
+            nth  = job_nth_;
+        }
         if (stop_.load(std::memory_order_acquire)) {
             return;
         }
-        const int nth = job_nth_;
         if (index < nth) {
-            job_fn_(job_ctx_, index, nth);
+            fn(ctx, index, nth);
             done_.fetch_add(1, std::memory_order_acq_rel);
         }
     }

@@ -65,10 +65,11 @@ private:
     std::vector<std::thread> workers_;
     ThreadGroup              group_;
 
-    // job published to workers
-    TaskFn job_fn_  = nullptr;
-    void * job_ctx_ = nullptr;
-    int    job_nth_ = 0;
+    // job published to workers, with generation_, under job_mutex_ (Note [job snapshot])
+    std::mutex job_mutex_;
+    TaskFn     job_fn_  = nullptr;
+    void *     job_ctx_ = nullptr;
+    int        job_nth_ = 0;
 
     alignas(64) std::atomic<uint64_t> generation_{ 0 };
     alignas(64) std::atomic<int> done_{ 0 };

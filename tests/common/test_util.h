@@ -96,4 +96,86 @@ double nmse_bound(wsp_ggml_type type);
 // fails the test when there is no reference to compare with (guards against empty comparisons)
 std::string shape_str(const wsp_ggml_tensor * t);
 
+// IEEE 754 references written from the definitions (round to nearest, ties to even), independent
+// of the library's conversions: binary16 bits of f, the value of binary16 bits, bfloat16 bits of f
+uint16_t ieee_fp16_bits(float f);
+double   ieee_fp16_value(uint16_t h);
+uint16_t ieee_bf16_bits(float f);
+
+// Captures what the library logs while it is alive (thread-safe); the destructor restores the
+// default sink (stderr).
+class LogCapture {
+public:
+    LogCapture();
+    ~LogCapture();
+
+    LogCapture(const LogCapture &)             = delete;
+    LogCapture & operator=(const LogCapture &) = delete;
+
+    std::string text() const;                          // every message, concatenated
+    bool        contains(const std::string & s) const; // some message contains s
+    int         count(wsp_ggml_log_level level) const; // messages of this level
+    void        clear();
+
+private:
+    static void on_log(wsp_ggml_log_level level, const char * text, void * user_data);
+
+    struct State;
+    State * state_;
+};
+
+// Compares out with a double reference element by element: |out - ref| <= atol + rtol * |ref|.
+// Prints the first mismatches with their flat index; returns true when all match.
+bool all_close(const std::vector<float> & out, const std::vector<double> & ref, double atol, double rtol,
+               const std::string & what);
+
+// relative rounding step of values stored in `type` (2^-23 for f32, 2^-10 for f16, 2^-7 for bf16)
+double type_eps(wsp_ggml_type type);
+
+// How an op's operand is laid out in memory
+enum class Layout {
+    Contiguous, // a fresh input tensor
+    Permuted,   // dims 0 and 1 swapped: a permute of an input of shape [ne1, ne0, ne2, ne3]
+    Strided,    // rows of ne0 inside rows of ne0 + 3, starting one element in
+};
+
+const char * layout_name(Layout layout);
+
+// an operand of the given logical shape and layout over a new input of g
+wsp_ggml_tensor * make_operand(Graph & g, wsp_ggml_type type, std::vector<int64_t> ne, Layout layout);
+
+// set every input tensor of g's context (allocated) to random values in [lo, hi); returns how many
+int fill_inputs(Graph & g, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// A host-memory buffer type written against ggml-backend-impl.h, with a configurable name,
+// tensor alignment and maximum buffer size; it records every buffer it allocates and frees so
+// that tests can check where tensors were placed.
+class HostBufferType {
+public:
+    HostBufferType(const char * name, size_t alignment, size_t max_size);
+    ~HostBufferType();
+
+    HostBufferType(const HostBufferType &)             = delete;
+    HostBufferType & operator=(const HostBufferType &) = delete;
+
+    wsp_ggml_backend_buffer_type_t buft();
+
+    struct Allocation {
+        const char * base;
+        size_t       size;
+    };
+    const std::vector<Allocation> & allocations() const { return allocations_; }
+    int                             n_freed() const { return n_freed_; }
+
+    // the allocation holding [p, p + n), or -1
+    int allocation_of(const void * p, size_t n) const;
+
+private:
+    struct Impl;
+    Impl *                  impl_;
+    std::vector<Allocation> allocations_;
+    int                     n_freed_ = 0;
+    friend struct Impl;
+};
+
 } // namespace wsp::test
