@@ -110,6 +110,11 @@ wsp_ggml_status plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_
     auto *       plan = static_cast<CpuPlan *>(p);
     CpuBackend * ctx  = ctx_of(backend);
     ThreadPool * tp   = ctx->pool();
+    // the thread count may have changed since the plan was made, and with it the scratch size
+    const size_t need = wsp::cpu::graph_work_size(&plan->graph, tp ? tp->n_threads() : 1);
+    if (plan->work.size() < need) {
+        plan->work.resize(need);
+    }
     return wsp::cpu::graph_compute(&plan->graph, tp, tp ? tp->n_threads() : 1, plan->work.data(), plan->work.size(),
                                    ctx->abort_cb, ctx->abort_data);
 }
@@ -323,6 +328,14 @@ wsp_ggml_backend_device cpu_device = { cpu_device_iface, &cpu_reg, nullptr };
 wsp_ggml_backend_dev_t reg_device(wsp_ggml_backend_reg_t, size_t index) {
     return index == 0 ? &cpu_device : nullptr;
 }
+
+// Note [CPU buffer type device]: the CPU buffer type lives in the base library, which cannot name
+// the CPU device; wsp_ggml_backend_cpu_reg() links the two, here as soon as this library loads, so
+// wsp_ggml_backend_buft_get_device never sees the CPU type without its device.
+[[maybe_unused]] const bool g_cpu_buft_linked = [] {
+    wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device;
+    return true;
+}();
 
 int default_threads() {
     const unsigned hw = std::thread::hardware_concurrency();
