@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU check, on a machine with an NVIDIA GPU: builds the project with the CUDA backend for
+# the GPU present (16 cores, no network: GoogleTest and Google Benchmark come from .third_party/,
+# see gpu-prepare.sh, when the machine has none), runs every GPU test on the real devices and
+# under 2 and 4 virtual devices, runs the GPU benches, and writes a short summary.
+#   scripts/gpu-check.sh [output-dir]      (default: $OUT, else build/gpu-check)
+# Exit status: 0 when every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-build/gpu-check}}
+mkdir -p "$out"
+build=build/gpu
+summary="$out/summary.txt"
+: > "$summary"
+status=0
+start=$(date +%s)
+
+note() { echo "$*" | tee -a "$summary"; }
+step() { # name, command...: runs, logs to $out/<name>.log, notes the result
+    local name=$1; shift
+    local t0=$(date +%s)
+    if "$@" > "$out/$name.log" 2>&1; then
+        note "PASS  $name ($(( $(date +%s) - t0 )) s)"
+    else
+        note "FAIL  $name ($(( $(date +%s) - t0 )) s), see $name.log"
+        status=1
+    fi
+}
+
+note "gpu-check $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ)"
+note "GPU: $(nvidia-smi --query-gpu=name,compute_cap,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+archs=${WSP_GPU_ARCHS:-${cc:-90}}
+
+step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWSP_GGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$archs" -DWSP_GGML_BUILD_TESTS=ON -DWSP_GGML_BUILD_BENCH=ON
+step build cmake --build "$build" -j "$(nproc)"
+
+run_tests() { # label, env...
+    local label=$1; shift
+    step "tests-$label" env "$@" ctest --test-dir "$build" --output-on-failure -j 4 -R "Cuda"
+    grep -E "tests passed|tests failed" "$out/tests-$label.log" | tail -1 | sed "s/^/      $label: /" | tee -a "$summary"
+}
+run_tests gpus
+run_tests virtual2 WSP_GGML_CUDA_VIRTUAL_DEVICES=2
+run_tests virtual4 WSP_GGML_CUDA_VIRTUAL_DEVICES=4
+# the whole suite once, with every GPU registered (CPU tests included)
+step tests-all ctest --test-dir "$build" --output-on-failure -j 8
+grep -E "tests passed|tests failed" "$out/tests-all.log" | tail -1 | sed "s/^/      all: /" | tee -a "$summary"
+
+step bench-cuda "$build/bench/bench_cuda" --benchmark_min_time=0.2 --benchmark_out="$out/bench_cuda.json" \
+    --benchmark_out_format=json
+grep -E "TFLOP/s|GB/s" "$out/bench-cuda.log" | sed 's/^/      /' | tee -a "$summary"
+
+note "total $(( $(date +%s) - start )) s, status $status"
+exit $status

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run here, before a GPU check: copies the sources of GoogleTest (from Debian's googletest
+# package) and Google Benchmark (Debian's source package) into .third_party/, which git ignores
+# and the device tool carries, because the GPU machine has no network and no such libraries.
+# The project's CMake builds them from there when find_package finds none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .third_party
+if [ ! -d .third_party/googletest ]; then
+    [ -d /usr/src/googletest ] || { echo "install googletest (apt-get install googletest)"; exit 1; }
+    cp -r /usr/src/googletest .third_party/googletest
+fi
+if [ ! -d .third_party/benchmark ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    echo "deb-src http://deb.debian.org/debian bookworm main" > "$tmp/src.list"
+    mkdir -p "$tmp/lists/partial"
+    opts=(-o Dir::Etc::SourceList="$tmp/src.list" -o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists="$tmp/lists")
+    apt-get "${opts[@]}" update -qq
+    (cd "$tmp" && apt-get "${opts[@]}" source --download-only -qq benchmark)
+    mkdir -p .third_party/benchmark
+    tar -xzf "$tmp"/benchmark_*.orig.tar.gz -C .third_party/benchmark --strip-components=1
+fi
+du -sh .third_party/*

@@ -1,0 +1,182 @@
+// The CUDA backend: one stream (created on first use) and its cuBLAS handle. Everything it does
+// is asynchronous on that stream: tensor transfers, copies to other CUDA backends (on the source
+// stream, the destination waiting on an event), and graph compute through the op table.
+// synchronize reports failures of the queued work.
+
+#include "kernels/kernels.cuh"
+
+#include <string>
+
+namespace wsp::cuda {
+
+namespace {
+
+wsp_ggml_guid cuda_guid = { 0x2b, 0x8e, 0x41, 0xd6, 0x0c, 0x97, 0x4a, 0x53, 0xbe, 0x15, 0x6f, 0xa2, 0x39, 0xc0, 0x74, 0xe8 };
+
+const char * backend_name(wsp_ggml_backend_t b) {
+    return devices()[(size_t) backend_ctx(b).index].name.c_str();
+}
+
+void backend_free(wsp_ggml_backend_t b) {
+    BackendCtx & ctx = backend_ctx(b);
+    if (ctx.stream_owner) {
+        DeviceGuard guard(ctx.physical);
+        WSP_CUDA_OK(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.physical);
+    }
+    delete &ctx;
+    delete b;
+}
+
+void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t n) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    if (cudaStream_t s = ctx.stream()) {
+        WSP_CUDA_OK(cudaMemcpyAsync(static_cast<char *>(t->data) + off, data, n, cudaMemcpyHostToDevice, s), ctx.physical);
+    }
+}
+
+void get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, size_t off, size_t n) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    if (cudaStream_t s = ctx.stream()) {
+        WSP_CUDA_OK(cudaMemcpyAsync(data, static_cast<const char *>(t->data) + off, n, cudaMemcpyDeviceToHost, s),
+                    ctx.physical);
+    }
+}
+
+// device to device between CUDA backends: on the source stream after its queued work; the
+// destination stream waits for it (Note [peer access] in device.cu)
+bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
+    if (!is_cuda_backend(src_b) || !is_cuda_backend(dst_b) || !is_cuda_buffer(storage_buffer(src)) ||
+        !is_cuda_buffer(storage_buffer(dst))) {
+        return false;
+    }
+    BackendCtx & s = backend_ctx(src_b);
+    BackendCtx & d = backend_ctx(dst_b);
+    cudaStream_t ss = s.stream(), ds = d.stream();
+    if (ss == nullptr || ds == nullptr) {
+        return false;
+    }
+    const int   from = physical_of(buffer_device(storage_buffer(src)));
+    const int   to   = physical_of(buffer_device(storage_buffer(dst)));
+    DeviceGuard guard(s.physical);
+    if (!WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, wsp_ggml_nbytes(src), ss), s.physical)) {
+        return false;
+    }
+    if (src_b != dst_b) {
+        if (!s.copy_done) {
+            s.copy_done = make_event(s.physical);
+        }
+        if (!s.copy_done || !WSP_CUDA_OK(cudaEventRecord(s.copy_done.get(), ss), s.physical)) {
+            return false;
+        }
+        DeviceGuard dguard(d.physical);
+        return WSP_CUDA_OK(cudaStreamWaitEvent(ds, s.copy_done.get(), 0), d.physical);
+    }
+    return true;
+}
+
+wsp_ggml_status synchronize(wsp_ggml_backend_t b) {
+    BackendCtx & ctx = backend_ctx(b);
+    if (!ctx.stream_owner) {
+        return WSP_GGML_STATUS_SUCCESS;
+    }
+    DeviceGuard guard(ctx.physical);
+    return WSP_CUDA_OK(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.physical) ? WSP_GGML_STATUS_SUCCESS
+                                                                                       : WSP_GGML_STATUS_FAILED;
+}
+
+wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    cudaStream_t stream = ctx.stream();
+    if (stream == nullptr) {
+        return WSP_GGML_STATUS_FAILED;
+    }
+    LaunchCtx lc{ ctx.index, ctx.physical, stream, ctx };
+    const int n = wsp_ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        wsp_ggml_tensor * node = wsp_ggml_graph_node(graph, i);
+        if (is_noop(node) || wsp_ggml_is_empty(node)) {
+            continue;
+        }
+        const OpEntry * e = op_entry(node);
+        if (e == nullptr || !e->supported(node)) {
+            WSP_LOG_ERROR("%s: op %s is not supported for %s\n", backend_name(b), wsp_ggml_op_desc(node),
+                          describe(node).c_str());
+            return WSP_GGML_STATUS_FAILED;
+        }
+        if (!e->launch(lc, node)) {
+            WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node), describe(node).c_str());
+            return WSP_GGML_STATUS_FAILED;
+        }
+    }
+    return WSP_GGML_STATUS_SUCCESS;
+}
+
+void event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    if (cudaStream_t s = ctx.stream()) {
+        WSP_CUDA_OK(cudaEventRecord(static_cast<Event *>(e->context)->get(), s), ctx.physical);
+    }
+}
+
+void event_wait(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    if (cudaStream_t s = ctx.stream()) {
+        WSP_CUDA_OK(cudaStreamWaitEvent(s, static_cast<Event *>(e->context)->get(), 0), ctx.physical);
+    }
+}
+
+const wsp_ggml_backend_i backend_iface = {
+    /* .get_name           = */ backend_name,
+    /* .free               = */ backend_free,
+    /* .set_tensor_async   = */ set_async,
+    /* .get_tensor_async   = */ get_async,
+    /* .cpy_tensor_async   = */ cpy_async,
+    /* .synchronize        = */ synchronize,
+    /* .graph_plan_create  = */ nullptr,
+    /* .graph_plan_free    = */ nullptr,
+    /* .graph_plan_update  = */ nullptr,
+    /* .graph_plan_compute = */ nullptr,
+    /* .graph_compute      = */ graph_compute,
+    /* .event_record       = */ event_record,
+    /* .event_wait         = */ event_wait,
+};
+
+} // namespace
+
+cudaStream_t BackendCtx::stream() {
+    if (!stream_owner) {
+        stream_owner = make_stream(physical);
+    }
+    return stream_owner.get();
+}
+
+cublasHandle_t BackendCtx::blas() {
+    if (!blas_owner && stream() != nullptr) {
+        blas_owner = make_blas(physical, stream());
+    }
+    return blas_owner.get();
+}
+
+bool is_cuda_backend(wsp_ggml_backend_t backend) {
+    return backend != nullptr && wsp_ggml_guid_matches(backend->guid, &cuda_guid);
+}
+
+BackendCtx & backend_ctx(wsp_ggml_backend_t backend) {
+    return *static_cast<BackendCtx *>(backend->context);
+}
+
+wsp_ggml_backend_t backend_init(int index) {
+    if (index < 0 || (size_t) index >= devices().size()) {
+        WSP_LOG_ERROR("CUDA: device %d does not exist (%zu devices)\n", index, devices().size());
+        return nullptr;
+    }
+    auto * ctx = new BackendCtx{ index, physical_of(index), {}, {}, {} };
+    return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };
+}
+
+} // namespace wsp::cuda

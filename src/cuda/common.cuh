@@ -1,0 +1,49 @@
+#pragma once
+
+// Shared by every CUDA source: the runtime headers (their HIP names come from the one mapping
+// header), the check macros that turn a failed call into a logged message naming the call, the
+// device and the place, and DeviceGuard, which makes a device current and restores the previous.
+// Failures never abort: callers turn a false check into NULL / false / a status.
+
+#ifdef WSP_GGML_USE_HIP
+#    include "../hip/hip_compat.h"
+#else
+#    include <cublas_v2.h>
+#    include <cuda_bf16.h>
+#    include <cuda_fp16.h>
+#    include <cuda_runtime.h>
+#endif
+
+#include "ggml.h"
+
+#include "../core/log.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace wsp::cuda {
+
+// logs and returns false when err is not success; clears the sticky "last error"
+bool check_cuda(cudaError_t err, const char * call, int device, const char * file, int line);
+bool check_blas(cublasStatus_t status, const char * call, int device, const char * file, int line);
+
+// the current device, restored on scope exit
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int physical_device);
+    ~DeviceGuard();
+    DeviceGuard(const DeviceGuard &)             = delete;
+    DeviceGuard & operator=(const DeviceGuard &) = delete;
+
+private:
+    int previous_ = -1;
+};
+
+constexpr int WARP_SIZE = 32;
+
+} // namespace wsp::cuda
+
+#define WSP_CUDA_OK(call, device)   ::wsp::cuda::check_cuda((call), #call, (device), __FILE__, __LINE__)
+#define WSP_CUBLAS_OK(call, device) ::wsp::cuda::check_blas((call), #call, (device), __FILE__, __LINE__)
+// after every kernel launch
+#define WSP_CUDA_LAUNCH_OK(device)  ::wsp::cuda::check_cuda(cudaGetLastError(), "kernel launch", (device), __FILE__, __LINE__)

@@ -1,0 +1,94 @@
+// The device list and peer access (see device.cuh).
+
+#include "device.cuh"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace wsp::cuda {
+
+namespace {
+
+std::vector<std::vector<bool>> g_peer; // [a][b] for physical devices
+
+std::string pci_bus_id(int dev) {
+    char id[32] = {};
+    if (cudaDeviceGetPCIBusId(id, (int) sizeof(id), dev) != cudaSuccess) {
+        (void) cudaGetLastError();
+        return "unknown";
+    }
+    return id;
+}
+
+// Note [peer access]: enabled once for every pair the hardware allows, never toggled per batch;
+// copies between devices without it go through cudaMemcpyPeerAsync, which stages through the host.
+void enable_peer_access(int n_physical) {
+    g_peer.assign((size_t) n_physical, std::vector<bool>((size_t) n_physical, false));
+    for (int a = 0; a < n_physical; ++a) {
+        g_peer[(size_t) a][(size_t) a] = true;
+        for (int b = 0; b < n_physical; ++b) {
+            int can = 0;
+            if (a == b || cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
+                (void) cudaGetLastError();
+                continue;
+            }
+            DeviceGuard       guard(a);
+            const cudaError_t err = cudaDeviceEnablePeerAccess(b, 0);
+            if (err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled) {
+                g_peer[(size_t) a][(size_t) b] = true;
+            }
+            (void) cudaGetLastError();
+        }
+    }
+}
+
+std::vector<DeviceInfo> read_devices() {
+    std::vector<DeviceInfo> list;
+    int                     n   = 0; // cudaGetDeviceCount leaves it untouched on failure
+    const cudaError_t       err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n <= 0) {
+        (void) cudaGetLastError();
+        WSP_LOG_INFO("CUDA: no usable GPU (%s); the CUDA backend has no devices\n",
+                     err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
+        return list;
+    }
+    const char * env     = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
+    const int    virtual_n = env ? std::atoi(env) : 0;
+    const int    count     = virtual_n > 0 ? virtual_n : n;
+    for (int i = 0; i < count && i < 16; ++i) {
+        const int      phys = virtual_n > 0 ? 0 : i;
+        cudaDeviceProp prop = {};
+        if (!WSP_CUDA_OK(cudaGetDeviceProperties(&prop, phys), phys)) {
+            continue;
+        }
+        DeviceInfo d;
+        d.index        = (int) list.size();
+        d.physical     = phys;
+        d.name         = std::string("CUDA") + std::to_string(d.index);
+        d.description  = std::string(prop.name) + " (PCI " + pci_bus_id(phys) + ")";
+        if (virtual_n > 0) {
+            d.description += " virtual " + std::to_string(i) + " of " + std::to_string(virtual_n);
+        }
+        d.total_memory = prop.totalGlobalMem;
+        d.cc_major     = prop.major;
+        d.cc_minor     = prop.minor;
+        d.sm_count     = prop.multiProcessorCount;
+        list.push_back(d);
+    }
+    enable_peer_access(n);
+    return list;
+}
+
+} // namespace
+
+const std::vector<DeviceInfo> & devices() {
+    static const std::vector<DeviceInfo> list = read_devices();
+    return list;
+}
+
+bool peer_access(int a, int b) {
+    devices();
+    return a >= 0 && b >= 0 && (size_t) a < g_peer.size() && (size_t) b < g_peer.size() && g_peer[(size_t) a][(size_t) b];
+}
+
+} // namespace wsp::cuda

@@ -1,0 +1,70 @@
+#pragma once
+
+// Device-side helpers shared by the kernels: a by-value tensor view (data, shape, strides, type),
+// loads and stores of the float storage types chosen at run time (a uniform branch), and the
+// launch geometry of row-wise kernels.
+
+#include "../ops.cuh"
+
+#include <cstring>
+
+namespace wsp::cuda {
+
+struct TensorView {
+    char *  data;
+    int64_t ne[4];
+    int64_t nb[4];
+    int     type;
+};
+
+inline TensorView view_of(const wsp_ggml_tensor * t) {
+    TensorView v;
+    v.data = static_cast<char *>(t->data);
+    for (int i = 0; i < 4; ++i) {
+        v.ne[i] = t->ne[i];
+        v.nb[i] = (int64_t) t->nb[i];
+    }
+    v.type = (int) t->type;
+    return v;
+}
+
+inline bool is_float_type(wsp_ggml_type t) {
+    return t == WSP_GGML_TYPE_F32 || t == WSP_GGML_TYPE_F16 || t == WSP_GGML_TYPE_BF16;
+}
+
+__device__ __forceinline__ float load_f(int type, const char * p) {
+    switch (type) {
+        case WSP_GGML_TYPE_F16: return __half2float(*reinterpret_cast<const __half *>(p));
+        case WSP_GGML_TYPE_BF16: return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(p));
+        default: return *reinterpret_cast<const float *>(p);
+    }
+}
+
+__device__ __forceinline__ void store_f(int type, char * p, float v) {
+    switch (type) {
+        case WSP_GGML_TYPE_F16: *reinterpret_cast<__half *>(p) = __float2half_rn(v); break;
+        case WSP_GGML_TYPE_BF16: *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v); break;
+        default: *reinterpret_cast<float *>(p) = v; break;
+    }
+}
+
+// row r of a view -> (i1, i2, i3)
+__device__ __forceinline__ void unravel_row(const TensorView & v, int64_t r, int64_t & i1, int64_t & i2, int64_t & i3) {
+    i1 = r % v.ne[1];
+    i2 = (r / v.ne[1]) % v.ne[2];
+    i3 = r / (v.ne[1] * v.ne[2]);
+}
+
+// grid for row-wise kernels: x covers ne0 in blocks of `threads`, y strides over the rows
+struct RowGrid {
+    dim3 grid;
+    dim3 block;
+};
+
+inline RowGrid row_grid(int64_t ne0, int64_t rows, int threads = 256) {
+    const int64_t bx = (ne0 + threads - 1) / threads;
+    const int64_t by = rows < 65535 ? rows : 65535;
+    return { dim3((unsigned) (bx < 1 ? 1 : bx), (unsigned) (by < 1 ? 1 : by)), dim3((unsigned) threads) };
+}
+
+} // namespace wsp::cuda

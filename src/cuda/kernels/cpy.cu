@@ -1,0 +1,107 @@
+// CPY, CONT, DUP: element i of src (row-major order) to element i of dst, any layouts, between
+// F32/F16/BF16, or the same type as raw elements (I32 included). Same shapes go row by row;
+// reshaping copies map flat indices.
+
+#include "common.cuh"
+#include "kernels.cuh"
+
+namespace wsp::cuda {
+
+namespace {
+
+// same shape: one block row per row
+__global__ void cpy_rows_kernel(TensorView s, TensorView d, int64_t rows, int elem_bytes) {
+    const int64_t i0 = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) {
+        return;
+    }
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        int64_t i1, i2, i3;
+        unravel_row(d, r, i1, i2, i3);
+        const char * ps = s.data + i0 * s.nb[0] + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3];
+        char *       pd = d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+        if (elem_bytes > 0) {
+            for (int k = 0; k < elem_bytes; ++k) {
+                pd[k] = ps[k];
+            }
+        } else {
+            store_f(d.type, pd, load_f(s.type, ps));
+        }
+    }
+}
+
+__device__ __forceinline__ const char * flat_ptr(const TensorView & v, int64_t e) {
+    const int64_t i0 = e % v.ne[0], i1 = (e / v.ne[0]) % v.ne[1], i2 = (e / (v.ne[0] * v.ne[1])) % v.ne[2];
+    const int64_t i3 = e / (v.ne[0] * v.ne[1] * v.ne[2]);
+    return v.data + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+}
+
+// different shapes, same element count: flat index mapping
+__global__ void cpy_flat_kernel(TensorView s, TensorView d, int64_t n, int elem_bytes) {
+    for (int64_t e = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t) gridDim.x * blockDim.x) {
+        const char * ps = flat_ptr(s, e);
+        char *       pd = const_cast<char *>(flat_ptr(d, e));
+        if (elem_bytes > 0) {
+            for (int k = 0; k < elem_bytes; ++k) {
+                pd[k] = ps[k];
+            }
+        } else {
+            store_f(d.type, pd, load_f(s.type, ps));
+        }
+    }
+}
+
+// raw element copy when the types match and are not blocks (quantized copies come with part 2)
+int raw_elem_bytes(const wsp_ggml_tensor * s, const wsp_ggml_tensor * d) {
+    if (s->type == d->type && !wsp_ggml_is_quantized(s->type)) {
+        return (int) wsp_ggml_type_size(s->type);
+    }
+    return 0;
+}
+
+bool enqueue(LaunchCtx & ctx, const TensorView & s, const TensorView & d, const wsp_ggml_tensor * st,
+             const wsp_ggml_tensor * dt) {
+    const int elem = raw_elem_bytes(st, dt);
+    if (wsp_ggml_are_same_shape(st, dt)) {
+        const int64_t rows = wsp_ggml_nrows(dt);
+        const RowGrid g    = row_grid(dt->ne[0], rows);
+        cpy_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(s, d, rows, elem);
+    } else {
+        const int64_t n      = wsp_ggml_nelements(dt);
+        const int64_t blocks = (n + 255) / 256;
+        cpy_flat_kernel<<<(unsigned) (blocks < 65536 ? blocks : 65536), 256, 0, ctx.stream>>>(s, d, n, elem);
+    }
+    return WSP_CUDA_LAUNCH_OK(ctx.physical);
+}
+
+bool supported(const wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * s = t->src[0];
+    if (wsp_ggml_nelements(s) != wsp_ggml_nelements(t)) {
+        return false;
+    }
+    return (is_float_type(s->type) && is_float_type(t->type)) || raw_elem_bytes(s, t) > 0;
+}
+
+bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    if (wsp_ggml_is_empty(t)) {
+        return true;
+    }
+    return enqueue(ctx, view_of(t->src[0]), view_of(t), t->src[0], t);
+}
+
+} // namespace
+
+bool convert_contiguous(LaunchCtx & ctx, const wsp_ggml_tensor * src, void * dst, wsp_ggml_type type) {
+    wsp_ggml_tensor d = *src;
+    d.type            = type;
+    d.data            = dst;
+    d.nb[0]           = wsp_ggml_type_size(type);
+    for (int i = 1; i < 4; ++i) {
+        d.nb[i] = d.nb[i - 1] * (size_t) d.ne[i - 1];
+    }
+    return enqueue(ctx, view_of(src), view_of(&d), src, &d);
+}
+
+const OpEntry op_cpy = { supported, launch };
+
+} // namespace wsp::cuda

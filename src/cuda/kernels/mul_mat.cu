@@ -1,0 +1,125 @@
+// MUL_MAT with float weights through cuBLAS: dst[N, M, b2, b3] = W[K, N]^T x[K, M, b2, b3], W
+// broadcast over dims 2-3. In cuBLAS's column-major terms W is a K x N matrix, so C = op(W)^T B
+// with op = transpose. F32 weights run in F32 (TF32 tensor cores when WSP_GGML_CUDA_TF32=1),
+// F16 and BF16 weights take activations converted to their type and run on tensor cores with
+// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts.
+
+#include "common.cuh"
+#include "kernels.cuh"
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace wsp::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_F16: return CUDA_R_16F;
+        case WSP_GGML_TYPE_BF16: return CUDA_R_16BF;
+        default: return CUDA_R_32F;
+    }
+}
+
+cublasComputeType_t compute_type(wsp_ggml_type weight) {
+    static const bool tf32 = std::getenv("WSP_GGML_CUDA_TF32") != nullptr && std::atoi(std::getenv("WSP_GGML_CUDA_TF32")) != 0;
+    return weight == WSP_GGML_TYPE_F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+bool supported(const wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * a = t->src[0];
+    const wsp_ggml_tensor * b = t->src[1];
+    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(a->type) &&
+           a->nb[0] == wsp_ggml_type_size(a->type) && is_float_type(b->type);
+}
+
+// the activations as the GEMM reads them: b itself when its layout allows, else a converted copy
+struct Operand {
+    const char * data;
+    int64_t      ld, stride2, stride3; // in elements
+};
+
+bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const Operand & B, cudaDataType_t type) {
+    const wsp_ggml_tensor * a  = t->src[0];
+    const int64_t           es = (int64_t) wsp_ggml_type_size(a->type);
+    const int64_t           K = a->ne[0], N = a->ne[1], M = t->ne[1];
+    const int64_t           r2 = t->ne[2] / a->ne[2], r3 = t->ne[3] / a->ne[3], batch = t->ne[2] * t->ne[3];
+    const float             alpha = 1.0f, beta = 0.0f;
+    std::vector<const void *> ptrs((size_t) batch * 3);
+    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3) {
+        for (int64_t i2 = 0; i2 < t->ne[2]; ++i2) {
+            const int64_t k        = i3 * t->ne[2] + i2;
+            ptrs[(size_t) k]       = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+            ptrs[(size_t) (batch + k)] = B.data + (i2 * B.stride2 + i3 * B.stride3) * es;
+            ptrs[(size_t) (2 * batch + k)] = static_cast<const char *>(t->data) + i2 * t->nb[2] + i3 * t->nb[3];
+        }
+    }
+    Scratch dev_ptrs(ctx.physical, ctx.stream, ptrs.size() * sizeof(void *));
+    if (!dev_ptrs ||
+        !WSP_CUDA_OK(cudaMemcpyAsync(dev_ptrs.get(), ptrs.data(), ptrs.size() * sizeof(void *), cudaMemcpyHostToDevice,
+                                     ctx.stream),
+                     ctx.physical)) {
+        return false;
+    }
+    auto ** p = static_cast<const void **>(dev_ptrs.get());
+    return WSP_CUBLAS_OK(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, p,
+                                             cuda_type(a->type), (int) (a->nb[1] / es), p + batch, type, (int) B.ld,
+                                             &beta, (void **) (p + 2 * batch), CUDA_R_32F,
+                                             (int) (t->nb[1] / sizeof(float)), (int) batch, compute_type(a->type),
+                                             CUBLAS_GEMM_DEFAULT),
+                         ctx.physical);
+}
+
+bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * a = t->src[0];
+    const wsp_ggml_tensor * b = t->src[1];
+    cublasHandle_t          h = ctx.backend.blas();
+    if (h == nullptr) {
+        return false;
+    }
+    const wsp_ggml_type gemm_type = a->type; // the activations follow the weight's type
+    const int64_t       es        = (int64_t) wsp_ggml_type_size(gemm_type);
+    const int64_t       K = a->ne[0], N = a->ne[1], M = t->ne[1];
+
+    Operand    B;
+    const bool direct = b->type == gemm_type && b->nb[0] == (size_t) es && b->nb[1] % es == 0 && b->nb[2] % es == 0 &&
+                        b->nb[3] % es == 0;
+    std::unique_ptr<Scratch> holder;
+    if (direct) {
+        B = { static_cast<const char *>(b->data), (int64_t) b->nb[1] / es, (int64_t) b->nb[2] / es, (int64_t) b->nb[3] / es };
+    } else {
+        holder = std::make_unique<Scratch>(ctx.physical, ctx.stream, (size_t) (wsp_ggml_nelements(b) * es));
+        if (!*holder || !convert_contiguous(ctx, b, holder->get(), gemm_type)) {
+            return false;
+        }
+        B = { static_cast<const char *>(holder->get()), K, K * b->ne[1], K * b->ne[1] * b->ne[2] };
+    }
+
+    const float alpha = 1.0f, beta = 0.0f;
+    if (t->ne[2] * t->ne[3] == 1) {
+        return WSP_CUBLAS_OK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, a->data,
+                                          cuda_type(a->type), (int) (a->nb[1] / es), B.data, cuda_type(gemm_type),
+                                          (int) B.ld, &beta, t->data, CUDA_R_32F, (int) (t->nb[1] / sizeof(float)),
+                                          compute_type(a->type), CUBLAS_GEMM_DEFAULT),
+                             ctx.physical);
+    }
+    const bool strided = t->ne[3] == 1 && a->ne[3] == 1 && a->ne[2] == t->ne[2];
+    if (strided) {
+        return WSP_CUBLAS_OK(cublasGemmStridedBatchedEx(
+                                 h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, a->data,
+                                 cuda_type(a->type), (int) (a->nb[1] / es), (long long) (a->nb[2] / es), B.data,
+                                 cuda_type(gemm_type), (int) B.ld, (long long) B.stride2, &beta, t->data, CUDA_R_32F,
+                                 (int) (t->nb[1] / sizeof(float)), (long long) (t->nb[2] / sizeof(float)), (int) t->ne[2],
+                                 compute_type(a->type), CUBLAS_GEMM_DEFAULT),
+                             ctx.physical);
+    }
+    return batched(ctx, h, t, B, cuda_type(gemm_type));
+}
+
+} // namespace
+
+const OpEntry op_mul_mat = { supported, launch };
+
+} // namespace wsp::cuda

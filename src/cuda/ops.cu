@@ -1,0 +1,42 @@
+// Op id -> {supported, launch} (see ops.cuh).
+
+#include "kernels/kernels.cuh"
+
+namespace wsp::cuda {
+
+namespace {
+
+bool always(const wsp_ggml_tensor *) {
+    return true;
+}
+
+bool nothing_to_do(LaunchCtx &, wsp_ggml_tensor *) {
+    return true;
+}
+
+const OpEntry op_view = { always, nothing_to_do };
+
+} // namespace
+
+const OpEntry * op_entry(const wsp_ggml_tensor * node) {
+    switch (node->op) {
+        case WSP_GGML_OP_NONE:
+        case WSP_GGML_OP_VIEW:
+        case WSP_GGML_OP_RESHAPE:
+        case WSP_GGML_OP_PERMUTE:
+        case WSP_GGML_OP_TRANSPOSE: return &op_view;
+        case WSP_GGML_OP_ADD:
+        case WSP_GGML_OP_SUB:
+        case WSP_GGML_OP_MUL:
+        case WSP_GGML_OP_DIV: return &op_binary;
+        case WSP_GGML_OP_SCALE: return &op_scale;
+        case WSP_GGML_OP_CPY:
+        case WSP_GGML_OP_CONT:
+        case WSP_GGML_OP_DUP: return &op_cpy;
+        case WSP_GGML_OP_CONCAT: return &op_concat;
+        case WSP_GGML_OP_MUL_MAT: return &op_mul_mat;
+        default: return nullptr;
+    }
+}
+
+} // namespace wsp::cuda
