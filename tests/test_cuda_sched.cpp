@@ -5,6 +5,7 @@
 
 #include "ggml-cuda.h"
 #include "model/whisper_encoder.h"
+#include "cuda_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -72,11 +73,6 @@ void run_encoder(bool parallel, bool split_weights) {
     wsp_ggml_backend_sched_free(s);
     wsp_ggml_free(ctx);
 }
-
-#define REQUIRE_GPU()                                                                             \
-    if (wsp_ggml_backend_cuda_get_device_count() == 0) {                                          \
-        GTEST_SKIP() << "no CUDA device (no driver or no GPU on this machine); run gpu-check.sh"; \
-    }
 
 TEST(CudaSched, EncoderSerial) {
     REQUIRE_GPU();
