@@ -4,6 +4,7 @@
 // synchronize reports failures of the queued work.
 
 #include "kernels/kernels.cuh"
+#include "nccl.cuh"
 
 #include <string>
 
@@ -11,7 +12,8 @@ namespace wsp::cuda {
 
 namespace {
 
-wsp_ggml_guid cuda_guid = { 0x2b, 0x8e, 0x41, 0xd6, 0x0c, 0x97, 0x4a, 0x53, 0xbe, 0x15, 0x6f, 0xa2, 0x39, 0xc0, 0x74, 0xe8 };
+wsp_ggml_guid cuda_guid = { 0x2b, 0x8e, 0x41, 0xd6, 0x0c, 0x97, 0x4a, 0x53,
+                            0xbe, 0x15, 0x6f, 0xa2, 0x39, 0xc0, 0x74, 0xe8 };
 
 const char * backend_name(wsp_ggml_backend_t b) {
     return devices()[(size_t) backend_ctx(b).index].name.c_str();
@@ -31,7 +33,8 @@ void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, siz
     BackendCtx & ctx = backend_ctx(b);
     DeviceGuard  guard(ctx.physical);
     if (cudaStream_t s = ctx.stream()) {
-        WSP_CUDA_OK(cudaMemcpyAsync(static_cast<char *>(t->data) + off, data, n, cudaMemcpyHostToDevice, s), ctx.physical);
+        WSP_CUDA_OK(cudaMemcpyAsync(static_cast<char *>(t->data) + off, data, n, cudaMemcpyHostToDevice, s),
+                    ctx.physical);
     }
 }
 
@@ -51,16 +54,20 @@ bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggm
         !is_cuda_buffer(storage_buffer(dst))) {
         return false;
     }
-    BackendCtx & s = backend_ctx(src_b);
-    BackendCtx & d = backend_ctx(dst_b);
+    BackendCtx & s  = backend_ctx(src_b);
+    BackendCtx & d  = backend_ctx(dst_b);
     cudaStream_t ss = s.stream(), ds = d.stream();
     if (ss == nullptr || ds == nullptr) {
         return false;
     }
-    const int   from = physical_of(buffer_device(storage_buffer(src)));
-    const int   to   = physical_of(buffer_device(storage_buffer(dst)));
+    const int    from  = physical_of(buffer_device(storage_buffer(src)));
+    const int    to    = physical_of(buffer_device(storage_buffer(dst)));
+    const size_t bytes = wsp_ggml_nbytes(src);
+    if (nccl::preferred(from, to, bytes) && nccl::copy(from, to, src->data, dst->data, bytes, ss, ds)) {
+        return true; // Note [NCCL transfers]: the receive on ds orders the destination's later work
+    }
     DeviceGuard guard(s.physical);
-    if (!WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, wsp_ggml_nbytes(src), ss), s.physical)) {
+    if (!WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, bytes, ss), s.physical)) {
         return false;
     }
     if (src_b != dst_b) {
@@ -83,17 +90,10 @@ wsp_ggml_status synchronize(wsp_ggml_backend_t b) {
     }
     DeviceGuard guard(ctx.physical);
     return WSP_CUDA_OK(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.physical) ? WSP_GGML_STATUS_SUCCESS
-                                                                                       : WSP_GGML_STATUS_FAILED;
+                                                                                    : WSP_GGML_STATUS_FAILED;
 }
 
-wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
-    BackendCtx & ctx = backend_ctx(b);
-    DeviceGuard  guard(ctx.physical);
-    cudaStream_t stream = ctx.stream();
-    if (stream == nullptr) {
-        return WSP_GGML_STATUS_FAILED;
-    }
-    LaunchCtx lc{ ctx.index, ctx.physical, stream, ctx };
+bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph) {
     const int n = wsp_ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; ++i) {
         wsp_ggml_tensor * node = wsp_ggml_graph_node(graph, i);
@@ -104,14 +104,31 @@ wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
         if (e == nullptr || !e->supported(node)) {
             WSP_LOG_ERROR("%s: op %s is not supported for %s\n", backend_name(b), wsp_ggml_op_desc(node),
                           describe(node).c_str());
-            return WSP_GGML_STATUS_FAILED;
+            return false;
         }
         if (!e->launch(lc, node)) {
             WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node), describe(node).c_str());
-            return WSP_GGML_STATUS_FAILED;
+            return false;
         }
     }
-    return WSP_GGML_STATUS_SUCCESS;
+    return true;
+}
+
+wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
+    BackendCtx & ctx = backend_ctx(b);
+    DeviceGuard  guard(ctx.physical);
+    cudaStream_t stream = ctx.stream();
+    if (stream == nullptr || ctx.blas() == nullptr) {
+        return WSP_GGML_STATUS_FAILED;
+    }
+    LaunchCtx lc{ ctx.index, ctx.physical, stream, ctx };
+    switch (ctx.graphs->run(stream, graph, [&] { return launch_nodes(b, lc, graph); })) {
+        case GraphCache::Result::REPLAYED:
+        case GraphCache::Result::RECORDED: return WSP_GGML_STATUS_SUCCESS;
+        case GraphCache::Result::FAILED: return WSP_GGML_STATUS_FAILED;
+        case GraphCache::Result::OFF: break;
+    }
+    return launch_nodes(b, lc, graph) ? WSP_GGML_STATUS_SUCCESS : WSP_GGML_STATUS_FAILED;
 }
 
 void event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
@@ -157,7 +174,16 @@ cudaStream_t BackendCtx::stream() {
 
 cublasHandle_t BackendCtx::blas() {
     if (!blas_owner && stream() != nullptr) {
-        blas_owner = make_blas(physical, stream());
+        // a workspace of our own: cuBLAS then allocates nothing during a CUDA graph capture
+        constexpr size_t WORKSPACE = (size_t) 32 << 20;
+        blas_workspace             = alloc_device(physical, WORKSPACE, "the cuBLAS workspace");
+        BlasHandle h               = make_blas(physical, stream());
+        if (h && blas_workspace) {
+            DeviceGuard guard(physical);
+            if (WSP_CUBLAS_OK(cublasSetWorkspace(h.get(), blas_workspace.get(), WORKSPACE), physical)) {
+                blas_owner = std::move(h);
+            }
+        }
     }
     return blas_owner.get();
 }
@@ -175,7 +201,8 @@ wsp_ggml_backend_t backend_init(int index) {
         WSP_LOG_ERROR("CUDA: device %d does not exist (%zu devices)\n", index, devices().size());
         return nullptr;
     }
-    auto * ctx = new BackendCtx{ index, physical_of(index), {}, {}, {} };
+    auto * ctx  = new BackendCtx{ index, physical_of(index), {}, {}, {}, {}, {} };
+    ctx->graphs = std::make_unique<GraphCache>(ctx->physical);
     return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };
 }
 

@@ -7,21 +7,26 @@
 #include "ggml-cuda.h"
 
 #include "device.cuh"
+#include "graph.cuh"
 #include "handles.cuh"
+
+#include <memory>
 
 namespace wsp::cuda {
 
 struct BufferCtx {
-    int          index;    // device index
+    int          index; // device index
     DeviceMemory memory;
 };
 
 struct BackendCtx {
-    int        index;
-    int        physical;
-    Stream     stream_owner;
-    BlasHandle blas_owner;
-    Event      copy_done; // recorded after an outgoing device-to-device copy
+    int                         index;
+    int                         physical;
+    Stream                      stream_owner;
+    BlasHandle                  blas_owner;
+    DeviceMemory                blas_workspace; // given to cuBLAS so that its calls can be captured
+    Event                       copy_done;      // recorded after an outgoing device-to-device copy
+    std::unique_ptr<GraphCache> graphs;         // Note [CUDA graphs]
 
     // null when the stream cannot be created (logged)
     cudaStream_t stream();
@@ -37,7 +42,7 @@ bool is_cuda_buffer(wsp_ggml_backend_buffer_t buffer);
 bool is_cuda_buffer_type(wsp_ggml_backend_buffer_type_t buft);
 int  buffer_device(wsp_ggml_backend_buffer_t buffer); // device index
 
-bool       is_cuda_backend(wsp_ggml_backend_t backend);
+bool         is_cuda_backend(wsp_ggml_backend_t backend);
 BackendCtx & backend_ctx(wsp_ggml_backend_t backend);
 
 wsp_ggml_backend_t             backend_init(int index);

@@ -9,7 +9,6 @@
 
 #include <cstdlib>
 #include <memory>
-#include <vector>
 
 namespace wsp::cuda {
 
@@ -24,7 +23,8 @@ cudaDataType_t cuda_type(wsp_ggml_type t) {
 }
 
 cublasComputeType_t compute_type(wsp_ggml_type weight) {
-    static const bool tf32 = std::getenv("WSP_GGML_CUDA_TF32") != nullptr && std::atoi(std::getenv("WSP_GGML_CUDA_TF32")) != 0;
+    static const bool tf32 =
+        std::getenv("WSP_GGML_CUDA_TF32") != nullptr && std::atoi(std::getenv("WSP_GGML_CUDA_TF32")) != 0;
     return weight == WSP_GGML_TYPE_F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
@@ -41,29 +41,55 @@ struct Operand {
     int64_t      ld, stride2, stride3; // in elements
 };
 
+// the A, B and C pointers of every batch entry, written on the device so that the launch stays
+// on the stream (and can be captured into a CUDA graph)
+struct BatchLayout {
+    const char * a;
+    const char * b;
+    char *       c;
+    int64_t      ne2, r2, r3, batch;
+    int64_t      a_nb2, a_nb3, b_nb2, b_nb3, c_nb2, c_nb3; // bytes
+};
+
+__global__ void batch_pointers_kernel(BatchLayout l, const void ** out) {
+    const int64_t k = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= l.batch) {
+        return;
+    }
+    const int64_t i2 = k % l.ne2, i3 = k / l.ne2;
+    out[k]               = l.a + (i2 / l.r2) * l.a_nb2 + (i3 / l.r3) * l.a_nb3;
+    out[l.batch + k]     = l.b + i2 * l.b_nb2 + i3 * l.b_nb3;
+    out[2 * l.batch + k] = l.c + i2 * l.c_nb2 + i3 * l.c_nb3;
+}
+
 bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const Operand & B, cudaDataType_t type) {
     const wsp_ggml_tensor * a  = t->src[0];
     const int64_t           es = (int64_t) wsp_ggml_type_size(a->type);
     const int64_t           K = a->ne[0], N = a->ne[1], M = t->ne[1];
-    const int64_t           r2 = t->ne[2] / a->ne[2], r3 = t->ne[3] / a->ne[3], batch = t->ne[2] * t->ne[3];
+    const int64_t           batch = t->ne[2] * t->ne[3];
     const float             alpha = 1.0f, beta = 0.0f;
-    std::vector<const void *> ptrs((size_t) batch * 3);
-    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3) {
-        for (int64_t i2 = 0; i2 < t->ne[2]; ++i2) {
-            const int64_t k        = i3 * t->ne[2] + i2;
-            ptrs[(size_t) k]       = static_cast<const char *>(a->data) + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
-            ptrs[(size_t) (batch + k)] = B.data + (i2 * B.stride2 + i3 * B.stride3) * es;
-            ptrs[(size_t) (2 * batch + k)] = static_cast<const char *>(t->data) + i2 * t->nb[2] + i3 * t->nb[3];
-        }
-    }
-    Scratch dev_ptrs(ctx.physical, ctx.stream, ptrs.size() * sizeof(void *));
-    if (!dev_ptrs ||
-        !WSP_CUDA_OK(cudaMemcpyAsync(dev_ptrs.get(), ptrs.data(), ptrs.size() * sizeof(void *), cudaMemcpyHostToDevice,
-                                     ctx.stream),
-                     ctx.physical)) {
+    const BatchLayout       l = { static_cast<const char *>(a->data),
+                                  B.data,
+                                  static_cast<char *>(t->data),
+                                  t->ne[2],
+                                  t->ne[2] / a->ne[2],
+                                  t->ne[3] / a->ne[3],
+                                  batch,
+                                  (int64_t) a->nb[2],
+                                  (int64_t) a->nb[3],
+                                  B.stride2 * es,
+                                  B.stride3 * es,
+                                  (int64_t) t->nb[2],
+                                  (int64_t) t->nb[3] };
+    Scratch                 ptrs(ctx.physical, ctx.stream, (size_t) batch * 3 * sizeof(void *));
+    if (!ptrs) {
         return false;
     }
-    auto ** p = static_cast<const void **>(dev_ptrs.get());
+    auto ** p = static_cast<const void **>(ptrs.get());
+    batch_pointers_kernel<<<(unsigned) ((batch + 127) / 128), 128, 0, ctx.stream>>>(l, p);
+    if (!WSP_CUDA_LAUNCH_OK(ctx.physical)) {
+        return false;
+    }
     return WSP_CUBLAS_OK(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, p,
                                              cuda_type(a->type), (int) (a->nb[1] / es), p + batch, type, (int) B.ld,
                                              &beta, (void **) (p + 2 * batch), CUDA_R_32F,
@@ -88,7 +114,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
                         b->nb[3] % es == 0;
     std::unique_ptr<Scratch> holder;
     if (direct) {
-        B = { static_cast<const char *>(b->data), (int64_t) b->nb[1] / es, (int64_t) b->nb[2] / es, (int64_t) b->nb[3] / es };
+        B = { static_cast<const char *>(b->data), (int64_t) b->nb[1] / es, (int64_t) b->nb[2] / es,
+              (int64_t) b->nb[3] / es };
     } else {
         holder = std::make_unique<Scratch>(ctx.physical, ctx.stream, (size_t) (wsp_ggml_nelements(b) * es));
         if (!*holder || !convert_contiguous(ctx, b, holder->get(), gemm_type)) {
@@ -111,8 +138,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
                                  h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, a->data,
                                  cuda_type(a->type), (int) (a->nb[1] / es), (long long) (a->nb[2] / es), B.data,
                                  cuda_type(gemm_type), (int) B.ld, (long long) B.stride2, &beta, t->data, CUDA_R_32F,
-                                 (int) (t->nb[1] / sizeof(float)), (long long) (t->nb[2] / sizeof(float)), (int) t->ne[2],
-                                 compute_type(a->type), CUBLAS_GEMM_DEFAULT),
+                                 (int) (t->nb[1] / sizeof(float)), (long long) (t->nb[2] / sizeof(float)),
+                                 (int) t->ne[2], compute_type(a->type), CUBLAS_GEMM_DEFAULT),
                              ctx.physical);
     }
     return batched(ctx, h, t, B, cuda_type(gemm_type));

@@ -1,0 +1,83 @@
+// CUDA graph recording and replay of backend graphs (see graph.cuh).
+
+#include "graph.cuh"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace wsp::cuda {
+
+GraphCache::GraphCache(int physical) : physical_(physical) {
+    const char * env = std::getenv("WSP_GGML_CUDA_GRAPHS");
+    enabled_         = env != nullptr && std::atoi(env) != 0;
+}
+
+std::vector<GraphCache::NodeKey> GraphCache::key_of(const wsp_ggml_cgraph * graph) {
+    auto *               g = const_cast<wsp_ggml_cgraph *>(graph);
+    std::vector<NodeKey> key((size_t) wsp_ggml_graph_n_nodes(g));
+    for (size_t i = 0; i < key.size(); ++i) {
+        const wsp_ggml_tensor * t = wsp_ggml_graph_node(g, (int) i);
+        NodeKey &               k = key[i];
+        std::memset(&k, 0, sizeof(k));
+        k.op   = (int) t->op;
+        k.type = (int) t->type;
+        std::memcpy(k.ne, t->ne, sizeof(k.ne));
+        std::memcpy(k.nb, t->nb, sizeof(k.nb));
+        k.data = t->data;
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            k.src[j] = t->src[j] ? t->src[j]->data : nullptr;
+        }
+        std::memcpy(k.params, t->op_params, sizeof(k.params));
+    }
+    return key;
+}
+
+GraphCache::Result GraphCache::run(cudaStream_t stream, const wsp_ggml_cgraph * graph,
+                                   const std::function<bool()> & launch_all) {
+    if (!enabled_) {
+        return Result::OFF;
+    }
+    std::vector<NodeKey> key = key_of(graph);
+    if (exec_ && key.size() == key_.size() && std::memcmp(key.data(), key_.data(), key.size() * sizeof(NodeKey)) == 0) {
+        return WSP_CUDA_OK(cudaGraphLaunch(exec_.get(), stream), physical_) ? Result::REPLAYED : Result::FAILED;
+    }
+    const Result r = record(stream, launch_all);
+    if (r == Result::RECORDED) {
+        key_ = std::move(key);
+    }
+    return r;
+}
+
+GraphCache::Result GraphCache::record(cudaStream_t stream, const std::function<bool()> & launch_all) {
+    if (!WSP_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), physical_)) {
+        enabled_ = false;
+        return Result::OFF;
+    }
+    const bool        launched = launch_all();
+    cudaGraph_t       g        = nullptr;
+    const cudaError_t end      = cudaStreamEndCapture(stream, &g);
+    if (!launched || end != cudaSuccess || g == nullptr) {
+        (void) cudaGetLastError();
+        if (g != nullptr) {
+            (void) cudaGraphDestroy(g);
+        }
+        // nothing ran during the capture: the caller launches directly, now and from now on
+        WSP_LOG_WARN("CUDA: this graph cannot be recorded as a CUDA graph (%s); launching directly from now on\n",
+                     end != cudaSuccess ? cudaGetErrorString(end) : "an op failed to launch while recording");
+        enabled_ = false;
+        exec_.reset();
+        return Result::OFF;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const bool      ok   = WSP_CUDA_OK(cudaGraphInstantiate(&exec, g, 0), physical_);
+    (void) cudaGraphDestroy(g);
+    if (!ok) {
+        enabled_ = false;
+        exec_.reset();
+        return Result::OFF;
+    }
+    exec_ = GraphExec(physical_, exec);
+    return WSP_CUDA_OK(cudaGraphLaunch(exec, stream), physical_) ? Result::RECORDED : Result::FAILED;
+}
+
+} // namespace wsp::cuda

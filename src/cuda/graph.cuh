@@ -1,0 +1,54 @@
+#pragma once
+
+// Note [CUDA graphs]: with WSP_GGML_CUDA_GRAPHS=1 a backend records the launches of a graph into a
+// CUDA graph the first time it sees it and replays it while the graphs that follow are the same
+// (same nodes, ops, types, shapes, strides, data addresses and params: decoder steps on a reused
+// graph), recording again when they differ. If an op cannot be captured, the backend logs once
+// and launches directly from then on.
+
+#include "handles.cuh"
+
+#include <functional>
+#include <vector>
+
+namespace wsp::cuda {
+
+struct GraphExecTraits {
+    static void release(int dev, cudaGraphExec_t g) { WSP_CUDA_OK(cudaGraphExecDestroy(g), dev); }
+};
+using GraphExec = Owner<cudaGraphExec_t, GraphExecTraits>;
+
+class GraphCache {
+public:
+    enum class Result {
+        REPLAYED, // the cached graph ran
+        RECORDED, // the graph was recorded and ran
+        OFF,      // not used (setting off, or capture impossible): the caller launches directly
+        FAILED,   // launching failed; logged
+    };
+
+    explicit GraphCache(int physical);
+
+    // launch_all enqueues every node on `stream` and returns false on failure
+    Result run(cudaStream_t stream, const wsp_ggml_cgraph * graph, const std::function<bool()> & launch_all);
+
+private:
+    struct NodeKey {
+        int          op, type;
+        int64_t      ne[4];
+        size_t       nb[4];
+        const void * data;
+        const void * src[WSP_GGML_MAX_SRC];
+        int32_t      params[WSP_GGML_MAX_OP_PARAMS / sizeof(int32_t)];
+    };
+
+    static std::vector<NodeKey> key_of(const wsp_ggml_cgraph * graph);
+    Result                      record(cudaStream_t stream, const std::function<bool()> & launch_all);
+
+    int                  physical_;
+    bool                 enabled_;
+    std::vector<NodeKey> key_;
+    GraphExec            exec_;
+};
+
+} // namespace wsp::cuda

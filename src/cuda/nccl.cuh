@@ -1,0 +1,23 @@
+#pragma once
+
+// Note [NCCL transfers]: with WSP_GGML_NCCL, one communicator spans the physical GPUs (made on the
+// first transfer that wants it) and a copy between two GPUs can run as an NCCL send on the source
+// stream paired with a receive on the destination stream, so the destination's later work is
+// ordered after it without an event. NCCL is used where it beats a peer copy: between GPUs
+// without peer access (a peer copy then stages through the host), and for transfers of at least
+// WSP_GGML_NCCL_MIN_BYTES (default 4 MiB). Never under virtual devices (one GPU cannot be two
+// ranks). A failed NCCL call is logged and the caller falls back to a peer copy.
+
+#include "common.cuh"
+
+#include <cstddef>
+
+namespace wsp::cuda::nccl {
+
+// should a copy of `bytes` from physical device a to b go through NCCL
+bool preferred(int a, int b, size_t bytes);
+
+// send on src_stream (device a), receive on dst_stream (device b); false (logged) on failure
+bool copy(int a, int b, const void * src, void * dst, size_t bytes, cudaStream_t src_stream, cudaStream_t dst_stream);
+
+} // namespace wsp::cuda::nccl
