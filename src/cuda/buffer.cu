@@ -127,7 +127,8 @@ wsp_ggml_backend_buffer_type_t buffer_type_of(int index) {
         std::vector<wsp_ggml_backend_buffer_type> v;
         for (const DeviceInfo & d : devices()) {
             auto * ctx = new BuftCtx{ d.index, d.name };
-            v.push_back({ { buft_name, buft_alloc, buft_alignment, buft_max_size, nullptr, nullptr }, device(d.index), ctx });
+            v.push_back(
+                { { buft_name, buft_alloc, buft_alignment, buft_max_size, nullptr, nullptr }, device(d.index), ctx });
         }
         return v;
     }();

@@ -46,4 +46,5 @@ constexpr int WARP_SIZE = 32;
 #define WSP_CUDA_OK(call, device)   ::wsp::cuda::check_cuda((call), #call, (device), __FILE__, __LINE__)
 #define WSP_CUBLAS_OK(call, device) ::wsp::cuda::check_blas((call), #call, (device), __FILE__, __LINE__)
 // after every kernel launch
-#define WSP_CUDA_LAUNCH_OK(device)  ::wsp::cuda::check_cuda(cudaGetLastError(), "kernel launch", (device), __FILE__, __LINE__)
+#define WSP_CUDA_LAUNCH_OK(device) \
+    ::wsp::cuda::check_cuda(cudaGetLastError(), "kernel launch", (device), __FILE__, __LINE__)

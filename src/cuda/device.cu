@@ -52,7 +52,7 @@ std::vector<DeviceInfo> read_devices() {
                      err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
         return list;
     }
-    const char * env     = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
+    const char * env       = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
     const int    virtual_n = env ? std::atoi(env) : 0;
     const int    count     = virtual_n > 0 ? virtual_n : n;
     for (int i = 0; i < count && i < 16; ++i) {
@@ -62,10 +62,10 @@ std::vector<DeviceInfo> read_devices() {
             continue;
         }
         DeviceInfo d;
-        d.index        = (int) list.size();
-        d.physical     = phys;
-        d.name         = std::string("CUDA") + std::to_string(d.index);
-        d.description  = std::string(prop.name) + " (PCI " + pci_bus_id(phys) + ")";
+        d.index       = (int) list.size();
+        d.physical    = phys;
+        d.name        = std::string("CUDA") + std::to_string(d.index);
+        d.description = std::string(prop.name) + " (PCI " + pci_bus_id(phys) + ")";
         if (virtual_n > 0) {
             d.description += " virtual " + std::to_string(i) + " of " + std::to_string(virtual_n);
         }
@@ -88,7 +88,8 @@ const std::vector<DeviceInfo> & devices() {
 
 bool peer_access(int a, int b) {
     devices();
-    return a >= 0 && b >= 0 && (size_t) a < g_peer.size() && (size_t) b < g_peer.size() && g_peer[(size_t) a][(size_t) b];
+    return a >= 0 && b >= 0 && (size_t) a < g_peer.size() && (size_t) b < g_peer.size() &&
+           g_peer[(size_t) a][(size_t) b];
 }
 
 } // namespace wsp::cuda

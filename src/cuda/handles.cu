@@ -41,7 +41,7 @@ void configure_pool(int physical) {
         return;
     }
     configured[physical] = true;
-    DeviceGuard  guard(physical);
+    DeviceGuard   guard(physical);
     cudaMemPool_t pool = nullptr;
     if (WSP_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, physical), physical)) {
         uint64_t keep = UINT64_MAX;
@@ -74,7 +74,12 @@ DeviceMemory alloc_device(int physical, size_t size, const char * what) {
     DeviceGuard guard(physical);
     void *      p = nullptr;
     // from the pool on the legacy stream, finished before the memory is handed out
-    if (size > 0 && (cudaMallocAsync(&p, size, nullptr) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess)) {
+    if (size > 0 && cudaMallocAsync(&p, size, nullptr) == cudaSuccess &&
+        cudaStreamSynchronize(nullptr) != cudaSuccess) {
+        (void) cudaFree(p); // allocated but not usable
+        p = nullptr;
+    }
+    if (size > 0 && p == nullptr) {
         (void) cudaGetLastError();
         size_t free_mem = 0, total = 0;
         (void) cudaMemGetInfo(&free_mem, &total);

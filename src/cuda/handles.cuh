@@ -29,8 +29,8 @@ public:
         return *this;
     }
 
-    Handle get() const { return handle_; }
-    int    device() const { return device_; }
+    Handle   get() const { return handle_; }
+    int      device() const { return device_; }
     explicit operator bool() const { return handle_ != Handle{}; }
 
     void reset() {
@@ -76,8 +76,8 @@ public:
     ~Scratch();
     Scratch(const Scratch &)             = delete;
     Scratch & operator=(const Scratch &) = delete;
-    void * get() const { return ptr_; }
-    explicit operator bool() const { return ptr_ != nullptr || size_ == 0; }
+    void *    get() const { return ptr_; }
+    explicit  operator bool() const { return ptr_ != nullptr || size_ == 0; }
 
 private:
     int          device_;
