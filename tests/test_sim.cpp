@@ -98,6 +98,32 @@ TEST(Sim, MemoryArenaHasALimit) {
     wsp_ggml_backend_buffer_free(c);
 }
 
+// Freeing a buffer must not disturb a live neighbour that shares one of its memory pages
+// (regression: the arena once zero-filled every page the freed block touched).
+TEST(Sim, FreeingABufferKeepsItsNeighboursBytes) {
+    wsp_ggml_backend_buffer_type_t         buft = wsp_ggml_backend_dev_buffer_type(sim_dev(3));
+    std::vector<wsp_ggml_backend_buffer_t> bufs;
+    for (int i = 0; i < 16; ++i) {
+        bufs.push_back(wsp_ggml_backend_buft_alloc_buffer(buft, 1000)); // well under a page each
+        ASSERT_NE(bufs.back(), nullptr);
+    }
+    std::vector<uint8_t> pattern(1000);
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        pattern[i] = (uint8_t) (i * 7 + 1);
+    }
+    for (int i = 1; i < 16; i += 2) {
+        std::memcpy(wsp_ggml_backend_buffer_get_base(bufs[(size_t) i]), pattern.data(), pattern.size());
+    }
+    for (int i = 0; i < 16; i += 2) {
+        wsp_ggml_backend_buffer_free(bufs[(size_t) i]);
+    }
+    for (int i = 1; i < 16; i += 2) {
+        const auto * p = static_cast<const uint8_t *>(wsp_ggml_backend_buffer_get_base(bufs[(size_t) i]));
+        EXPECT_EQ(std::memcmp(p, pattern.data(), pattern.size()), 0) << "buffer " << i;
+        wsp_ggml_backend_buffer_free(bufs[(size_t) i]);
+    }
+}
+
 TEST(Sim, AsyncCopiesAndCompute) {
     ForeignAccessGuard guard;
     SimBackends        be(2, 0);

@@ -3,6 +3,7 @@
 #include "arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace wsp::sim {
 
@@ -53,8 +54,14 @@ void Arena::release(void * p) {
     size_t start = off, size = it->second;
     taken_.erase(it);
     used_ -= size;
-    // give the pages back, then merge with the free neighbours
-    madvise(base_ + start, size, MADV_DONTNEED);
+    // give back the pages that lie wholly inside the block (a page shared with a live neighbour
+    // must keep its contents: MADV_DONTNEED zero-fills every page it touches), then merge with the
+    // free neighbours
+    const size_t page  = (size_t) sysconf(_SC_PAGESIZE);
+    const size_t first = (start + page - 1) / page * page, last = (start + size) / page * page;
+    if (last > first) {
+        madvise(base_ + first, last - first, MADV_DONTNEED);
+    }
     auto next = free_.lower_bound(start);
     if (next != free_.end() && start + size == next->first) {
         size += next->second;
