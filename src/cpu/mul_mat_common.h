@@ -1,0 +1,96 @@
+#pragma once
+
+// What the MUL_MAT paths share: the node's geometry (a is broadcast over b's dims 2-3, every
+// row addressed through its byte strides), a cursor over next_chunk() for several dynamically
+// scheduled phases within one node, and carving of the node's work buffer.
+
+#include "kernel.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace wsp::cpu::mm {
+
+struct Geometry {
+    const wsp_ggml_tensor * a;
+    const wsp_ggml_tensor * b;
+    const wsp_ggml_tensor * dst;
+    int64_t                 K, N, M;    // inner length, weight rows, activation rows per batch
+    int64_t                 ne12, ne13; // batch dims of b (and dst)
+    int64_t                 r2, r3;     // broadcast ratios of a over b
+    int64_t                 n_batch;    // ne12 * ne13
+
+    explicit Geometry(const wsp_ggml_tensor * node)
+        : a(node->src[0]), b(node->src[1]), dst(node), K(node->src[0]->ne[0]), N(node->src[0]->ne[1]),
+          M(node->src[1]->ne[1]), ne12(node->src[1]->ne[2]), ne13(node->src[1]->ne[3]),
+          r2(node->src[1]->ne[2] / node->src[0]->ne[2]), r3(node->src[1]->ne[3] / node->src[0]->ne[3]),
+          n_batch(node->src[1]->ne[2] * node->src[1]->ne[3]) {}
+
+    // batch index = i3 * ne12 + i2
+    const char * a_row(int64_t i0, int64_t batch) const {
+        const int64_t i2 = batch % ne12, i3 = batch / ne12;
+        return static_cast<const char *>(a->data) + i0 * a->nb[1] + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+    }
+    const char * b_row(int64_t i1, int64_t batch) const {
+        const int64_t i2 = batch % ne12, i3 = batch / ne12;
+        return static_cast<const char *>(b->data) + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+    }
+    // dst row i1 of a batch; elements are dst->nb[0] bytes apart
+    char * dst_row(int64_t i1, int64_t batch) const {
+        const int64_t i2 = batch % ne12, i3 = batch / ne12;
+        return static_cast<char *>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+    }
+    float * dst_at(int64_t i0, int64_t i1, int64_t batch) const {
+        return reinterpret_cast<float *>(dst_row(i1, batch) + i0 * dst->nb[0]);
+    }
+    // a's rows are stored elements of its type back to back (quantized blocks always are)
+    bool a_rows_contiguous() const { return a->nb[0] == wsp_ggml_type_size(a->type); }
+};
+
+// Note [chunk cursor]: next_chunk() counts across the whole node and is never reset. Every task
+// drains a phase by fetching until it gets an index past the phase's end, so each task fetches
+// exactly one index too many and the counter ends at base + n + nth. With a barrier between
+// phases every task can compute the next base by itself.
+class ChunkCursor {
+public:
+    explicit ChunkCursor(const ComputeParams & p) : p_(p) {}
+
+    // next item of a phase of n items, or -1 when the phase is drained
+    int64_t next(int64_t n) const {
+        const int64_t c = p_.next_chunk() - base_;
+        return c < n ? c : -1;
+    }
+    // after the barrier that ends a phase of n items
+    void end_phase(int64_t n) { base_ += n + p_.nth; }
+
+private:
+    const ComputeParams & p_;
+    int64_t               base_ = 0;
+};
+
+constexpr size_t ALIGN = 64;
+
+inline size_t align_up(size_t n) {
+    return (n + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+// hands out 64-byte aligned pieces of the work buffer in a fixed order
+class WorkCarver {
+public:
+    explicit WorkCarver(void * base) : base_(static_cast<char *>(base)) {
+        const uintptr_t addr = reinterpret_cast<uintptr_t>(base_);
+        off_                 = (ALIGN - addr % ALIGN) % ALIGN;
+    }
+    template <class T>
+    T * take(size_t count) {
+        T * p = reinterpret_cast<T *>(base_ + off_);
+        off_ += align_up(count * sizeof(T));
+        return p;
+    }
+
+private:
+    char * base_;
+    size_t off_ = 0;
+};
+
+} // namespace wsp::cpu::mm

@@ -1,0 +1,247 @@
+// The dot_float path (few b rows with float weights, or narrow weights of any type, converted
+// row by row): b rows are converted to F32 once per node (phase 1), then each item dots WB weight
+// rows with up to RB b rows at a time, reading each weight vector once per RB rows. Every output
+// owns one vector accumulator, so its value does not depend on how rows are grouped or split.
+
+#include "mul_mat_dot.h"
+
+#include "vec.h"
+
+#include <array>
+#include <utility>
+
+namespace wsp::cpu::mm {
+
+namespace {
+
+constexpr int RB = 4; // b rows per tile
+#if defined(__AVX512F__)
+constexpr int WB = 4; // weight rows per tile: WB x RB accumulators of the 32 registers
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int WB = 2; // 8 of the 16 registers
+#else
+constexpr int WB = 2;
+#endif
+
+struct LoadF32 {
+    using T = float;
+    static float scalar(const T * p, int64_t k) { return p[k]; }
+#if defined(__AVX512F__)
+    static __m512 v16(const T * p, int64_t k) {
+        return _mm512_loadu_ps(p + k);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    static __m256 v8(const T * p, int64_t k) {
+        return _mm256_loadu_ps(p + k);
+    }
+#endif
+};
+
+struct LoadF16 {
+    using T = uint16_t;
+    static float scalar(const T * p, int64_t k) { return fp16_to_fp32(p[k]); }
+#if defined(__AVX512F__)
+    static __m512 v16(const T * p, int64_t k) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + k)));
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    static __m256 v8(const T * p, int64_t k) {
+#    if defined(__F16C__)
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + k)));
+#    else
+        alignas(32) float t[8];
+        for (int i = 0; i < 8; ++i) {
+            t[i] = fp16_to_fp32(p[k + i]);
+        }
+        return _mm256_load_ps(t);
+#    endif
+    }
+#endif
+};
+
+struct LoadBF16 {
+    using T = uint16_t;
+    static float scalar(const T * p, int64_t k) { return bf16_to_fp32(p[k]); }
+#if defined(__AVX512F__)
+    static __m512 v16(const T * p, int64_t k) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + k)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    static __m256 v8(const T * p, int64_t k) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + k)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+#endif
+};
+
+// out[i * RB + r] = sum_k w_i[k] * x_r[k] for i < W, r < R; x_r = x + r * K
+template <class L, int W, int R>
+void dot_tile(const void * const * wrows, const float * x, int64_t K, float * out) {
+    const typename L::T * w[W];
+    for (int i = 0; i < W; ++i) {
+        w[i] = static_cast<const typename L::T *>(wrows[i]);
+    }
+    float   sum[W][R];
+    int64_t k = 0;
+#if defined(__AVX512F__)
+    __m512      acc[W][R];
+#    pragma GCC unroll 16
+    for (int i = 0; i < W * R; ++i) {
+        acc[i / R][i % R] = _mm512_setzero_ps();
+    }
+    for (; k + 16 <= K; k += 16) {
+        __m512 wv[W];
+#    pragma GCC unroll 4
+        for (int i = 0; i < W; ++i) {
+            wv[i] = L::v16(w[i], k);
+        }
+#    pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const __m512 xv = _mm512_loadu_ps(x + r * K + k);
+#    pragma GCC unroll 4
+            for (int i = 0; i < W; ++i) {
+                acc[i][r] = _mm512_fmadd_ps(wv[i], xv, acc[i][r]);
+            }
+        }
+    }
+    for (int i = 0; i < W * R; ++i) {
+        sum[i / R][i % R] = hsum512(acc[i / R][i % R]);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[W][R];
+    for (int i = 0; i < W * R; ++i) {
+        acc[i / R][i % R] = _mm256_setzero_ps();
+    }
+    for (; k + 8 <= K; k += 8) {
+        __m256 wv[W];
+        for (int i = 0; i < W; ++i) {
+            wv[i] = L::v8(w[i], k);
+        }
+        for (int r = 0; r < R; ++r) {
+            const __m256 xv = _mm256_loadu_ps(x + r * K + k);
+            for (int i = 0; i < W; ++i) {
+                acc[i][r] = _mm256_fmadd_ps(wv[i], xv, acc[i][r]);
+            }
+        }
+    }
+    for (int i = 0; i < W * R; ++i) {
+        sum[i / R][i % R] = hsum256(acc[i / R][i % R]);
+    }
+#else
+    for (int i = 0; i < W * R; ++i) {
+        sum[i / R][i % R] = 0.0f;
+    }
+#endif
+    for (; k < K; ++k) {
+        for (int i = 0; i < W; ++i) {
+            const float wk = L::scalar(w[i], k);
+            for (int r = 0; r < R; ++r) {
+                sum[i][r] += wk * x[r * K + k];
+            }
+        }
+    }
+    for (int i = 0; i < W; ++i) {
+        for (int r = 0; r < R; ++r) {
+            out[i * RB + r] = sum[i][r];
+        }
+    }
+}
+
+using TileFn = void (*)(const void * const *, const float *, int64_t, float *);
+
+// [0][R - 1]: one weight row, [1][R - 1]: WB weight rows
+template <class L, size_t... I>
+constexpr std::array<std::array<TileFn, RB>, 2> make_tiles(std::index_sequence<I...>) {
+    return { { { { &dot_tile<L, 1, (int) I + 1>... } }, { { &dot_tile<L, WB, (int) I + 1>... } } } };
+}
+
+const std::array<std::array<TileFn, RB>, 2> & tiles_for(wsp_ggml_type t) {
+    static constexpr auto f32  = make_tiles<LoadF32>(std::make_index_sequence<RB>());
+    static constexpr auto f16  = make_tiles<LoadF16>(std::make_index_sequence<RB>());
+    static constexpr auto bf16 = make_tiles<LoadBF16>(std::make_index_sequence<RB>());
+    return t == WSP_GGML_TYPE_F16 ? f16 : t == WSP_GGML_TYPE_BF16 ? bf16 : f32;
+}
+
+// rows that kernels can read in place: a contiguous float type
+bool reads_in_place(const Geometry & g) {
+    return is_float_type(g.a->type) && g.a_rows_contiguous();
+}
+
+// dots weight rows [i0, i1) of a batch with all its b rows
+void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const float * xs, float * scratch) {
+    const bool    in_place = reads_in_place(g);
+    const auto &  tiles    = tiles_for(in_place ? g.a->type : WSP_GGML_TYPE_F32);
+    const float * xb       = xs + batch * g.M * g.K;
+    float         out[WB * RB];
+    for (int64_t i = i0; i < i1;) {
+        const int    w = i1 - i >= WB ? WB : 1;
+        const void * rows[WB];
+        for (int j = 0; j < w; ++j) {
+            if (in_place) {
+                rows[j] = g.a_row(i + j, batch);
+            } else {
+                // quantized rows are whole blocks whatever nb[0] says (one-block rows may carry any)
+                float * t = scratch + j * g.K;
+                if (is_float_type(g.a->type)) {
+                    strided_row_to_f32(g.a->type, g.a_row(i + j, batch), g.a->nb[0], t, g.K);
+                } else {
+                    row_to_f32(g.a->type, g.a_row(i + j, batch), t, g.K);
+                }
+                rows[j] = t;
+            }
+        }
+        for (int64_t m = 0; m < g.M; m += RB) {
+            const int r = (int) (g.M - m < RB ? g.M - m : RB);
+            tiles[w == WB ? 1 : 0][r - 1](rows, xb + m * g.K, g.K, out);
+            for (int j = 0; j < w; ++j) {
+                for (int q = 0; q < r; ++q) {
+                    *g.dst_at(i + j, m + q, batch) = out[j * RB + q];
+                }
+            }
+        }
+        i += w;
+    }
+}
+
+} // namespace
+
+int64_t dot_rows_per_item(const Geometry & g, int nth) {
+    int64_t rows = g.N / (8 * (int64_t) nth);
+    rows         = rows < 8 ? 8 : rows > 64 ? 64 : rows;
+    return (rows + 3) / 4 * 4;
+}
+
+size_t dot_float_work_size(const Geometry & g, int nth) {
+    const size_t xs = (size_t) (g.n_batch * g.M * g.K) * sizeof(float);
+    return ALIGN + align_up(xs) + (size_t) nth * align_up((size_t) WB * g.K * sizeof(float));
+}
+
+void dot_float_compute(const ComputeParams & p, const Geometry & g) {
+    WorkCarver carve(p.wdata);
+    float *    xs      = carve.take<float>((size_t) (g.n_batch * g.M * g.K));
+    float *    scratch = nullptr;
+    for (int t = 0; t <= p.ith; ++t) {
+        scratch = carve.take<float>((size_t) WB * g.K);
+    }
+
+    // phase 1: every b row to contiguous F32
+    int64_t r0, r1;
+    split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M), g.b->nb[0], xs + r * g.K, g.K);
+    }
+    p.barrier();
+
+    // phase 2: items of weight rows
+    const int64_t per     = dot_rows_per_item(g, p.nth);
+    const int64_t chunks  = (g.N + per - 1) / per;
+    const int64_t n_items = g.n_batch * chunks;
+    ChunkCursor   cursor(p);
+    for (int64_t it = cursor.next(n_items); it >= 0; it = cursor.next(n_items)) {
+        const int64_t batch = it / chunks, i0 = (it % chunks) * per;
+        dot_rows(g, batch, i0, i0 + per < g.N ? i0 + per : g.N, xs, scratch);
+    }
+}
+
+} // namespace wsp::cpu::mm

@@ -1,0 +1,22 @@
+#pragma once
+
+// The dot-product MUL_MAT paths (few b rows, or few weight rows; mul_mat_path.h): each weight row
+// dotted with the b rows, items of weight rows split over the tasks. dot_float keeps weights and
+// activations exact with F32 accumulation; dot_q8 quantizes the activations to 8 bits for
+// integer block dot products (mul_mat_q8.cpp).
+
+#include "mul_mat_common.h"
+
+namespace wsp::cpu::mm {
+
+size_t dot_float_work_size(const Geometry & g, int nth);
+void   dot_float_compute(const ComputeParams & p, const Geometry & g);
+
+size_t dot_q8_work_size(const Geometry & g, int nth);
+void   dot_q8_compute(const ComputeParams & p, const Geometry & g);
+
+// weight rows per dynamically scheduled item: small enough to balance, large enough that
+// next_chunk() traffic stays negligible
+int64_t dot_rows_per_item(const Geometry & g, int nth);
+
+} // namespace wsp::cpu::mm

@@ -1,0 +1,73 @@
+#pragma once
+
+// Which MUL_MAT path a node takes: the packed GEMM (exact weights, F32 accumulation) for batches
+// of many rows, the dot-product kernels for small batches. Chosen from the weight type and the
+// shape alone, never the thread count. Header-only and free of internal dependencies so that
+// tests can state which numerics a shape gets.
+
+#include "ggml.h"
+
+#include <cstdint>
+
+namespace wsp::cpu::mm {
+
+enum class Path {
+    gemm,      // packed F32 panels, register-blocked micro-kernel
+    dot_float, // few rows, F32 accumulation of exact weights and activations
+    dot_q8,    // few rows, activations quantized to 8 bits, integer block dot products
+};
+
+// weight types whose small-batch path quantizes the activations to 8 bits
+inline bool uses_q8_activations(wsp_ggml_type a_type) {
+    switch (a_type) {
+        case WSP_GGML_TYPE_Q4_0:
+        case WSP_GGML_TYPE_Q4_1:
+        case WSP_GGML_TYPE_Q5_0:
+        case WSP_GGML_TYPE_Q5_1:
+        case WSP_GGML_TYPE_Q8_0: return true;
+        default: return false;
+    }
+}
+
+// Note [path thresholds]: measured with bench-like runs at K = 1280, N = 5120 on Zen 5 (AVX-512),
+// 2 threads, quiet machine, each path forced in turn, best of 3 (GEMM vs dot, GFLOP/s). The dot
+// kernels read every weight once per group of b rows and need no packing; the GEMM converts and
+// transposes every weight before its fast kernel uses it for all rows, so it wins once there
+// are enough rows to pay for that:
+//   F32 from 20 rows  (M = 16: 117 vs 129, M = 20: 140 vs 134),
+//   F16 from 72       (M = 64: 222 vs 229, M = 80: 246 vs 231),
+//   BF16 from 64      (M = 48: 212 vs 220, M = 64: 233 vs 226),
+//   Q8_0 from 32      (M = 28: 167 vs 171, M = 32: 172 vs 163),
+//   Q4_0 from 48      (M = 44: 145 vs 147, M = 48: 153 vs 149; Q4_1, Q5_0, Q5_1 decode alike).
+// Narrow weights (few rows N, many b rows) fill few NR-wide panels and reuse each packed b panel
+// little; there dot_float wins below 32 rows (M = 1500, F32/F16/Q4_0: N = 24 GEMM 73/70/55 vs
+// dot_float 76/72/62; N = 32 F32/F16/Q8_0/Q4_0 GEMM 99/95/91/91 vs 79/79/77/77).
+//
+// Note [numerics by M]: whether the activations are quantized to 8 bits depends on the weight
+// type and M only, never on N: a weight split by rows over several devices computes each slice
+// with the numerics of the whole. N only picks between the two exact F32 paths.
+constexpr int64_t GEMM_MIN_N = 32;
+
+inline int64_t gemm_min_rows(wsp_ggml_type a_type) {
+    switch (a_type) {
+        case WSP_GGML_TYPE_F32: return 20;
+        case WSP_GGML_TYPE_F16: return 72;
+        case WSP_GGML_TYPE_BF16: return 64;
+        case WSP_GGML_TYPE_Q8_0: return 32;
+        case WSP_GGML_TYPE_Q4_0:
+        case WSP_GGML_TYPE_Q4_1:
+        case WSP_GGML_TYPE_Q5_0:
+        case WSP_GGML_TYPE_Q5_1: return 48;
+        default: return 20; // other types convert their rows through to_float, then read as F32
+    }
+}
+
+// N: weight rows (dst ne0), M: b rows per batch (dst ne1)
+inline Path choose_path(wsp_ggml_type a_type, int64_t N, int64_t M) {
+    if (M >= gemm_min_rows(a_type)) {
+        return N >= GEMM_MIN_N ? Path::gemm : Path::dot_float;
+    }
+    return uses_q8_activations(a_type) ? Path::dot_q8 : Path::dot_float;
+}
+
+} // namespace wsp::cpu::mm
