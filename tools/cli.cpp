@@ -1,11 +1,16 @@
 // wsp-ggml-cli: the project's command-line tool.
 //   devices              list the registered backends and their devices
 //   encode [options]     run a whisper-shaped encoder with random weights and print its result and time
-// The encoder runs on the CPU backend; --check compares it with the double-precision reference.
+// The encoder runs through the scheduler on every GPU the registry has (the CPU where there is
+// none, or N sim devices with --sim N): with several devices the layers' mat-mul weights are
+// spread by rows over them with the devices' split buffer type (--mode split) or whole layers go
+// to the devices in turn (--mode layers). --check compares the result with the double-precision
+// reference.
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "ggml-sim.h"
 #include "ggml.h"
 
 #include "model/whisper_encoder.h"
@@ -24,17 +29,26 @@ using wsp::model::EncoderConfig;
 using wsp::model::EncoderWeights;
 
 struct EncodeOptions {
-    EncoderConfig cfg;
-    int           n_threads = 2;
-    int           runs      = 3;
-    bool          check     = false;
+    EncoderConfig      cfg;
+    int                n_threads = 2;
+    int                runs      = 3;
+    bool               check     = false;
+    std::string        device    = "auto"; // auto (every GPU, else the CPU), cpu, or a device name
+    int                n_sim     = 0;      // > 0: this many sim devices instead of GPUs
+    bool               layers    = false;  // whole layers per device instead of split mat-mul weights
+    std::vector<float> tensor_split;       // proportions per device (empty: even)
 };
 
 void usage() {
     std::printf(
         "usage: wsp-ggml-cli devices\n"
         "       wsp-ggml-cli encode [--threads N] [--runs N] [--ctx N] [--state N] [--heads N] [--layers N]\n"
-        "                           [--mels N] [--type f32|f16|bf16|q8_0|q5_1|q5_0|q4_1|q4_0] [--flash] [--check]\n");
+        "                           [--mels N] [--type f32|f16|bf16|q8_0|q5_1|q5_0|q4_1|q4_0] [--flash] [--check]\n"
+        "                           [--device auto|cpu|NAME] [--sim N] [--mode split|layers] [--tensor-split A,B,...]\n"
+        "  --device auto   every GPU of the registry (the CPU where there is none); NAME: one device\n"
+        "  --sim N         N simulated devices (CPU kernels, device memory, async streams) instead of GPUs\n"
+        "  --mode split    several devices: every layer's mat-mul weights spread by rows (default)\n"
+        "  --mode layers   several devices: whole layers on the devices in turn\n");
 }
 
 bool parse_type(const char * s, wsp_ggml_type & type) {
@@ -45,6 +59,23 @@ bool parse_type(const char * s, wsp_ggml_type & type) {
         }
     }
     return false;
+}
+
+// "3,1" -> {3, 1}; every part a non-negative number, at least one positive
+bool parse_split(const char * s, std::vector<float> & out) {
+    out.clear();
+    float sum = 0.0f;
+    while (*s != '\0') {
+        char *      end = nullptr;
+        const float v   = std::strtof(s, &end);
+        if (end == s || v < 0.0f || (*end != ',' && *end != '\0')) {
+            return false;
+        }
+        out.push_back(v);
+        sum += v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return sum > 0.0f;
 }
 
 bool parse_encode(int argc, char ** argv, EncodeOptions & o) {
@@ -58,17 +89,37 @@ bool parse_encode(int argc, char ** argv, EncodeOptions & o) {
             return v > 0;
         };
         bool ok = true;
-        if (a == "--threads") ok = next(o.n_threads);
-        else if (a == "--runs") ok = next(o.runs);
-        else if (a == "--ctx") ok = next(o.cfg.n_ctx);
-        else if (a == "--state") ok = next(o.cfg.n_state);
-        else if (a == "--heads") ok = next(o.cfg.n_head);
-        else if (a == "--layers") ok = next(o.cfg.n_layer);
-        else if (a == "--mels") ok = next(o.cfg.n_mels);
-        else if (a == "--flash") o.cfg.flash_attn = true;
-        else if (a == "--check") o.check = true;
-        else if (a == "--type") ok = i + 1 < argc && parse_type(argv[++i], o.cfg.wtype);
-        else ok = false;
+        if (a == "--threads")
+            ok = next(o.n_threads);
+        else if (a == "--runs")
+            ok = next(o.runs);
+        else if (a == "--ctx")
+            ok = next(o.cfg.n_ctx);
+        else if (a == "--state")
+            ok = next(o.cfg.n_state);
+        else if (a == "--heads")
+            ok = next(o.cfg.n_head);
+        else if (a == "--layers")
+            ok = next(o.cfg.n_layer);
+        else if (a == "--mels")
+            ok = next(o.cfg.n_mels);
+        else if (a == "--flash")
+            o.cfg.flash_attn = true;
+        else if (a == "--check")
+            o.check = true;
+        else if (a == "--type")
+            ok = i + 1 < argc && parse_type(argv[++i], o.cfg.wtype);
+        else if (a == "--device")
+            ok = i + 1 < argc && (o.device = argv[++i], true);
+        else if (a == "--sim")
+            ok = next(o.n_sim);
+        else if (a == "--mode") {
+            ok = i + 1 < argc && (std::strcmp(argv[i + 1], "split") == 0 || std::strcmp(argv[i + 1], "layers") == 0);
+            o.layers = ok && std::strcmp(argv[++i], "layers") == 0;
+        } else if (a == "--tensor-split")
+            ok = i + 1 < argc && parse_split(argv[++i], o.tensor_split);
+        else
+            ok = false;
         if (!ok) {
             std::fprintf(stderr, "invalid argument: %s\n", a.c_str());
             return false;
@@ -102,36 +153,166 @@ int cmd_devices() {
     return 0;
 }
 
+// The devices the encoder runs on, in order; empty with a message when the choice is invalid.
+std::vector<wsp_ggml_backend_dev_t> pick_devices(const EncodeOptions & o) {
+    std::vector<wsp_ggml_backend_dev_t> devs;
+    if (o.n_sim > 0) {
+        wsp_ggml_backend_reg_t reg = wsp_ggml_backend_sim_register(o.n_sim, 16384);
+        if (reg == nullptr || wsp_ggml_backend_reg_dev_count(reg) < (size_t) o.n_sim) {
+            std::fprintf(stderr, "cannot create %d sim devices\n", o.n_sim);
+            return {};
+        }
+        for (int i = 0; i < o.n_sim; ++i) {
+            wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(reg, (size_t) i);
+            wsp_ggml_backend_sim_set_delay_us(dev, 0);
+            devs.push_back(dev);
+        }
+        return devs;
+    }
+    wsp_ggml_backend_load_all();
+    for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
+        wsp_ggml_backend_dev_t dev  = wsp_ggml_backend_dev_get(i);
+        const bool             gpu  = wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
+        const bool             cpu  = wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_CPU;
+        const char *           name = wsp_ggml_backend_dev_name(dev);
+        if ((o.device == "auto" && gpu) || (o.device == "cpu" && cpu) || o.device == name) {
+            devs.push_back(dev);
+        }
+    }
+    if (devs.empty() && o.device == "auto") {
+        devs.push_back(wsp_ggml_backend_dev_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU));
+    }
+    if (devs.empty() || devs[0] == nullptr) {
+        std::fprintf(stderr, "no device named %s (see wsp-ggml-cli devices)\n", o.device.c_str());
+        return {};
+    }
+    return devs;
+}
+
+// The split buffer type of the devices' registry over exactly these devices (proportions from
+// --tensor-split, even otherwise); nullptr with a message where the registry has none.
+wsp_ggml_backend_buffer_type_t split_buffer_type(const std::vector<wsp_ggml_backend_dev_t> & devs,
+                                                 const std::vector<float> &                  proportions) {
+    wsp_ggml_backend_reg_t reg = wsp_ggml_backend_dev_backend_reg(devs[0]);
+    auto                   fn  = (wsp_ggml_backend_split_buffer_type_t) wsp_ggml_backend_reg_get_proc_address(
+                           reg, "wsp_ggml_backend_split_buffer_type");
+    if (fn == nullptr) {
+        std::fprintf(stderr, "the %s registry has no split buffer type\n", wsp_ggml_backend_reg_name(reg));
+        return nullptr;
+    }
+    std::vector<float> split(std::max<size_t>(wsp_ggml_backend_reg_dev_count(reg), 1), 0.0f);
+    int                main_device = -1;
+    for (size_t d = 0; d < devs.size(); ++d) {
+        if (wsp_ggml_backend_dev_backend_reg(devs[d]) != reg) {
+            std::fprintf(stderr, "split weights need devices of one registry\n");
+            return nullptr;
+        }
+        for (size_t i = 0; i < wsp_ggml_backend_reg_dev_count(reg); ++i) {
+            if (wsp_ggml_backend_reg_dev_get(reg, i) == devs[d]) {
+                split[i]    = proportions.empty() ? 1.0f : proportions[d];
+                main_device = main_device < 0 ? (int) i : main_device;
+            }
+        }
+    }
+    return fn(main_device, split.data());
+}
+
+double weights_mib(const EncoderWeights & w) {
+    double s = 0;
+    for (wsp_ggml_tensor * t : w.all()) {
+        s += (double) wsp_ggml_nbytes(t);
+    }
+    return s / 1048576.0;
+}
+
 int cmd_encode(const EncodeOptions & o) {
-    const EncoderConfig & cfg     = o.cfg;
-    wsp_ggml_backend_t    backend = wsp_ggml_backend_init_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
-    if (backend == nullptr) {
-        std::fprintf(stderr, "no CPU backend\n");
+    const EncoderConfig &                     cfg  = o.cfg;
+    const std::vector<wsp_ggml_backend_dev_t> devs = pick_devices(o);
+    if (devs.empty()) {
         return 1;
     }
-    wsp_ggml_backend_cpu_set_n_threads(backend, o.n_threads);
-    std::printf("encoder: %s\n", cfg.describe().c_str());
-    std::printf("device:  %s (%s), %d threads\n", wsp_ggml_backend_name(backend),
-                wsp_ggml_backend_dev_description(wsp_ggml_backend_get_device(backend)), o.n_threads);
+    if (!o.tensor_split.empty() && o.tensor_split.size() != devs.size()) {
+        std::fprintf(stderr, "--tensor-split has %zu parts for %zu devices\n", o.tensor_split.size(), devs.size());
+        return 1;
+    }
+    // one backend per device, then the CPU (last: it takes what the devices do not support)
+    std::vector<wsp_ggml_backend_t> backends;
+    wsp_ggml_backend_t              cpu = nullptr;
+    for (wsp_ggml_backend_dev_t dev : devs) {
+        wsp_ggml_backend_t b = wsp_ggml_backend_dev_init(dev, nullptr);
+        if (b == nullptr) {
+            std::fprintf(stderr, "cannot start a backend on %s\n", wsp_ggml_backend_dev_name(dev));
+            for (wsp_ggml_backend_t x : backends) {
+                wsp_ggml_backend_free(x);
+            }
+            return 1;
+        }
+        backends.push_back(b);
+        cpu = wsp_ggml_backend_is_cpu(b) ? b : cpu;
+    }
+    if (cpu == nullptr) {
+        cpu = wsp_ggml_backend_init_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
+        if (cpu == nullptr) {
+            std::fprintf(stderr, "no CPU backend\n");
+            for (wsp_ggml_backend_t x : backends) {
+                wsp_ggml_backend_free(x);
+            }
+            return 1;
+        }
+        backends.push_back(cpu);
+    }
+    wsp_ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
+    auto free_backends = [&] {
+        for (wsp_ggml_backend_t x : backends) {
+            wsp_ggml_backend_free(x);
+        }
+    };
 
-    EncoderWeights weights(cfg);
-    if (!weights.allocate(wsp_ggml_backend_get_default_buffer_type(backend))) {
+    std::printf("encoder: %s\n", cfg.describe().c_str());
+    for (size_t d = 0; d < devs.size(); ++d) {
+        std::printf("device:  %s (%s)\n", wsp_ggml_backend_dev_name(devs[d]),
+                    wsp_ggml_backend_dev_description(devs[d]));
+    }
+    std::printf("cpu:     %d threads%s\n", o.n_threads,
+                wsp_ggml_backend_is_cpu(backends[0]) ? "" : " (for ops the devices do not support)");
+
+    // weights: front end and final norm on the first device; layers split or in turn
+    EncoderWeights                              weights(cfg);
+    std::vector<wsp_ggml_backend_buffer_type_t> layer_bufts;
+    wsp_ggml_backend_buffer_type_t              matmul_buft = nullptr;
+    const size_t                                n_dev       = devs.size();
+    if (n_dev > 1 && o.layers) {
+        for (size_t d = 0; d < n_dev; ++d) {
+            layer_bufts.push_back(wsp_ggml_backend_dev_buffer_type(devs[d]));
+        }
+        std::printf("weights: layer i on device i %% %zu\n", n_dev);
+    } else if (n_dev > 1) {
+        matmul_buft = split_buffer_type(devs, o.tensor_split);
+        if (matmul_buft == nullptr) {
+            free_backends();
+            return 1;
+        }
+        std::printf("weights: every layer's mat-mul weights split by rows over %zu devices (%s)\n", n_dev,
+                    wsp_ggml_backend_buft_name(matmul_buft));
+    }
+    if (!weights.allocate(wsp_ggml_backend_dev_buffer_type(devs[0]), layer_bufts, matmul_buft)) {
         std::fprintf(stderr, "cannot allocate the weights\n");
-        wsp_ggml_backend_free(backend);
+        free_backends();
         return 1;
     }
     weights.randomize(1234);
 
-    const size_t         n_tensors = wsp::model::encoder_graph_tensors(cfg);
-    wsp_ggml_init_params params    = { n_tensors * wsp_ggml_tensor_overhead() +
-                                           wsp_ggml_graph_overhead_custom(wsp::model::encoder_graph_size(cfg), false),
-                                       nullptr, true };
-    wsp_ggml_context *   ctx       = wsp_ggml_init(params);
-    wsp_ggml_tensor *    mel       = nullptr;
-    wsp_ggml_cgraph *    graph     = wsp::model::build_encoder_graph(weights, ctx, &mel);
-    wsp_ggml_gallocr_t   galloc    = wsp_ggml_gallocr_new(wsp_ggml_backend_get_default_buffer_type(backend));
-    int                  rc        = 1;
-    if (!wsp_ggml_gallocr_alloc_graph(galloc, graph)) {
+    const size_t             n_tensors = wsp::model::encoder_graph_tensors(cfg);
+    wsp_ggml_init_params     params    = { n_tensors * wsp_ggml_tensor_overhead() +
+                                               wsp_ggml_graph_overhead_custom(wsp::model::encoder_graph_size(cfg), false),
+                                           nullptr, true };
+    wsp_ggml_context *       ctx       = wsp_ggml_init(params);
+    wsp_ggml_tensor *        mel       = nullptr;
+    wsp_ggml_cgraph *        graph     = wsp::model::build_encoder_graph(weights, ctx, &mel);
+    wsp_ggml_backend_sched_t sched     = wsp_ggml_backend_sched_new(backends.data(), nullptr, (int) backends.size(),
+                                                                    wsp::model::encoder_graph_size(cfg), n_dev > 1, true);
+    int                      rc        = 1;
+    if (sched == nullptr || !wsp_ggml_backend_sched_alloc_graph(sched, graph)) {
         std::fprintf(stderr, "cannot allocate the compute graph\n");
     } else {
         const std::vector<float> input = wsp::model::random_mel(cfg, 42);
@@ -139,10 +320,10 @@ int cmd_encode(const EncodeOptions & o) {
         wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
 
         double best_ms = 1e30, total_ms = 0.0;
-        bool   ok      = true;
+        bool   ok = true;
         for (int r = 0; r < o.runs && ok; ++r) {
             const int64_t t0 = wsp_ggml_time_us();
-            ok               = wsp_ggml_backend_graph_compute(backend, graph) == WSP_GGML_STATUS_SUCCESS;
+            ok               = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
             const double ms  = (wsp_ggml_time_us() - t0) / 1000.0;
             best_ms          = std::min(best_ms, ms);
             total_ms += ms;
@@ -156,14 +337,14 @@ int cmd_encode(const EncodeOptions & o) {
                 sq += (double) v * v;
             }
             mean /= (double) y.size();
-            const double sd = std::sqrt(std::max(0.0, sq / (double) y.size() - mean * mean));
-            std::printf("graph:   %d nodes, compute buffer %.1f MiB, weights %.1f MiB\n", wsp_ggml_graph_n_nodes(graph),
-                        wsp_ggml_gallocr_get_buffer_size(galloc, 0) / 1048576.0,
-                        [&] {
-                            double s = 0;
-                            for (wsp_ggml_tensor * t : weights.all()) s += (double) wsp_ggml_nbytes(t);
-                            return s / 1048576.0;
-                        }());
+            const double sd         = std::sqrt(std::max(0.0, sq / (double) y.size() - mean * mean));
+            double       compute_mb = 0.0;
+            for (wsp_ggml_backend_t b : backends) {
+                compute_mb += wsp_ggml_backend_sched_get_buffer_size(sched, b) / 1048576.0;
+            }
+            std::printf("graph:   %d nodes in %d splits, %d copies, compute buffers %.1f MiB, weights %.1f MiB\n",
+                        wsp_ggml_graph_n_nodes(graph), wsp_ggml_backend_sched_get_n_splits(sched),
+                        wsp_ggml_backend_sched_get_n_copies(sched), compute_mb, weights_mib(weights));
             std::printf("result:  [%lld, %lld] mean %.6f std %.6f first %.6f %.6f %.6f %.6f\n", (long long) out->ne[0],
                         (long long) out->ne[1], mean, sd, y[0], y[1], y[2], y[3]);
             std::printf("time:    best %.1f ms, mean %.1f ms over %d runs, %.1f GFLOP/s, %.0f frames/s\n", best_ms,
@@ -185,9 +366,9 @@ int cmd_encode(const EncodeOptions & o) {
             std::fprintf(stderr, "compute failed\n");
         }
     }
-    wsp_ggml_gallocr_free(galloc);
+    wsp_ggml_backend_sched_free(sched);
     wsp_ggml_free(ctx);
-    wsp_ggml_backend_free(backend);
+    free_backends();
     return rc;
 }
 
