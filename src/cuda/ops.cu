@@ -35,6 +35,16 @@ const OpEntry * op_entry(const wsp_ggml_tensor * node) {
         case WSP_GGML_OP_DUP: return &op_cpy;
         case WSP_GGML_OP_CONCAT: return &op_concat;
         case WSP_GGML_OP_MUL_MAT: return &op_mul_mat;
+        case WSP_GGML_OP_FLASH_ATTN_EXT: return &op_flash_attn_ext;
+        case WSP_GGML_OP_UNARY:
+        case WSP_GGML_OP_SQR:
+        case WSP_GGML_OP_SQRT: return &op_unary;
+        case WSP_GGML_OP_NORM: return &op_norm;
+        case WSP_GGML_OP_SOFT_MAX: return &op_soft_max;
+        case WSP_GGML_OP_MEAN: return &op_mean;
+        case WSP_GGML_OP_GET_ROWS: return &op_get_rows;
+        case WSP_GGML_OP_IM2COL: return &op_im2col;
+        case WSP_GGML_OP_PAD_REFLECT_1D: return &op_pad_reflect;
         default: return nullptr;
     }
 }

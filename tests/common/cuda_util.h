@@ -1,14 +1,17 @@
 #pragma once
 
-// Helpers for the CUDA suites: the skip for machines without a GPU, and a comparison of every
-// node of a graph computed on each CUDA device with the same graph on the CPU backend.
+// Helpers for the CUDA suites: the skip for machines without a GPU, a comparison of every node
+// of a graph computed on each CUDA device with the same graph on the CPU backend, and the CUDA
+// result of one node.
 
 #include "ggml-cuda.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace wsp::test {
 
@@ -17,16 +20,31 @@ namespace wsp::test {
         GTEST_SKIP() << "no CUDA device (no driver or no GPU on this machine); run gpu-check.sh"; \
     }
 
-// build(ctx) makes a graph of ops CUDA supports; every node is compared with the CPU's
+// a device tensor's values, read back and viewed with its own strides
+inline std::vector<float> device_values(const wsp_ggml_tensor * t) {
+    std::vector<uint8_t> raw(wsp_ggml_nbytes(t));
+    wsp_ggml_backend_tensor_get(const_cast<wsp_ggml_tensor *>(t), raw.data(), 0, raw.size());
+    wsp_ggml_tensor host = *t;
+    host.data            = raw.data();
+    host.buffer          = nullptr;
+    host.view_src        = nullptr;
+    return get_values(&host);
+}
+
+// build(ctx) makes a graph of ops CUDA supports; every node is compared with the CPU's. Float
+// inputs get random values (a seed of their own each), I32 inputs zeros (valid row indices).
 inline void compare_with_cpu(const std::function<wsp_ggml_tensor *(wsp_ggml_context *)> & build, double tolerance) {
     const int n = wsp_ggml_backend_cuda_get_device_count();
     for (int d = 0; d < n; ++d) {
         Graph             g;
         wsp_ggml_tensor * out = build(g.ctx());
         g.build(out);
+        uint32_t seed = 5;
         for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(g.ctx()); t; t = wsp_ggml_get_next_tensor(g.ctx(), t)) {
-            if ((t->flags & WSP_GGML_TENSOR_FLAG_INPUT) && t->type != WSP_GGML_TYPE_I32) {
-                set_values(t, round_trip(t->type, random_values((size_t) wsp_ggml_nelements(t), 5)));
+            if ((t->flags & WSP_GGML_TENSOR_FLAG_INPUT) && t->type == WSP_GGML_TYPE_I32) {
+                set_values(t, std::vector<float>((size_t) wsp_ggml_nelements(t), 0.0f));
+            } else if (t->flags & WSP_GGML_TENSOR_FLAG_INPUT) {
+                set_values(t, round_trip(t->type, random_values((size_t) wsp_ggml_nelements(t), seed++)));
             }
         }
         wsp_ggml_backend_t cuda = wsp_ggml_backend_cuda_init(d);
@@ -41,14 +59,7 @@ inline void compare_with_cpu(const std::function<wsp_ggml_tensor *(wsp_ggml_cont
                 if (t1->op == WSP_GGML_OP_NONE || wsp_ggml_is_empty(t1)) {
                     return true;
                 }
-                // the device result, read back and viewed with its own strides
-                std::vector<uint8_t> raw(wsp_ggml_nbytes(t2));
-                wsp_ggml_backend_tensor_get(t2, raw.data(), 0, raw.size());
-                wsp_ggml_tensor host        = *t2;
-                host.data                   = raw.data();
-                host.buffer                 = nullptr;
-                host.view_src               = nullptr;
-                const std::vector<float> v1 = get_values(t1), v2 = get_values(&host);
+                const std::vector<float> v1 = get_values(t1), v2 = device_values(t2);
                 EXPECT_LT(nmse(v2, v1), c->tol) << "node " << i << " " << wsp_ggml_op_desc(t1) << " " << shape_str(t1);
                 ++c->checked;
                 return true;
@@ -58,6 +69,35 @@ inline void compare_with_cpu(const std::function<wsp_ggml_tensor *(wsp_ggml_cont
         EXPECT_GT(c.checked, 0);
         wsp_ggml_backend_free(cuda);
     }
+}
+
+// The CUDA result of node `out` of g (whose inputs were set on the CPU side) on one device.
+inline std::vector<float> cuda_output(Graph & g, wsp_ggml_tensor * out, int device) {
+    struct Ctx {
+        int                idx = -1;
+        std::vector<float> values;
+    } c;
+    for (int i = 0; i < wsp_ggml_graph_n_nodes(g.graph()); ++i) {
+        if (wsp_ggml_graph_node(g.graph(), i) == out) {
+            c.idx = i;
+        }
+    }
+    EXPECT_GE(c.idx, 0);
+    wsp_ggml_backend_t cuda = wsp_ggml_backend_cuda_init(device);
+    EXPECT_NE(cuda, nullptr);
+    const bool ok = wsp_ggml_backend_compare_graph_backend(
+        g.backend(), cuda, g.graph(),
+        [](int i, wsp_ggml_tensor *, wsp_ggml_tensor * t2, void * ud) {
+            auto * c = static_cast<Ctx *>(ud);
+            if (i == c->idx) {
+                c->values = device_values(t2);
+            }
+            return true;
+        },
+        &c);
+    EXPECT_TRUE(ok);
+    wsp_ggml_backend_free(cuda);
+    return c.values;
 }
 
 } // namespace wsp::test

@@ -6,13 +6,26 @@
 
 namespace wsp::cuda {
 
-extern const OpEntry op_binary;  // ADD, SUB, MUL, DIV (binary.cu)
-extern const OpEntry op_scale;   // SCALE (scale.cu)
-extern const OpEntry op_cpy;     // CPY, CONT, DUP (cpy.cu)
-extern const OpEntry op_concat;  // CONCAT (concat.cu)
-extern const OpEntry op_mul_mat; // MUL_MAT (mul_mat.cu)
+extern const OpEntry op_binary;         // ADD, SUB, MUL, DIV (binary.cu)
+extern const OpEntry op_scale;          // SCALE (scale.cu)
+extern const OpEntry op_cpy;            // CPY, CONT, DUP (cpy.cu)
+extern const OpEntry op_concat;         // CONCAT (concat.cu)
+extern const OpEntry op_mul_mat;        // MUL_MAT (mul_mat.cu)
+extern const OpEntry op_flash_attn_ext; // FLASH_ATTN_EXT (flash_attn.cu)
+
+extern const OpEntry op_unary;       // UNARY, SQR, SQRT (unary.cu)
+extern const OpEntry op_norm;        // NORM (norm.cu)
+extern const OpEntry op_soft_max;    // SOFT_MAX (soft_max.cu)
+extern const OpEntry op_mean;        // MEAN (mean.cu)
+extern const OpEntry op_get_rows;    // GET_ROWS (get_rows.cu)
+extern const OpEntry op_im2col;      // IM2COL (im2col.cu)
+extern const OpEntry op_pad_reflect; // PAD_REFLECT_1D (pad_reflect.cu)
 
 // y = src converted to `type`, contiguous, on ctx's stream (used by mul_mat for its activations)
 bool convert_contiguous(LaunchCtx & ctx, const wsp_ggml_tensor * src, void * dst, wsp_ggml_type type);
+
+// MUL_MAT of a float weight through cuBLAS (mul_mat.cu); the quantized GEMM path hands its F16
+// slabs to it as float-weight nodes
+bool mul_mat_cublas(LaunchCtx & ctx, wsp_ggml_tensor * t);
 
 } // namespace wsp::cuda

@@ -2,10 +2,12 @@
 // broadcast over dims 2-3. In cuBLAS's column-major terms W is a K x N matrix, so C = op(W)^T B
 // with op = transpose. F32 weights run in F32 (TF32 tensor cores when WSP_GGML_CUDA_TF32=1),
 // F16 and BF16 weights take activations converted to their type and run on tensor cores with
-// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts.
+// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts. Quantized
+// weights take mul_mat_q.cu's paths.
 
 #include "common.cuh"
 #include "kernels.cuh"
+#include "mul_mat_q.cuh"
 
 #include <cstdlib>
 #include <memory>
@@ -28,7 +30,7 @@ cublasComputeType_t compute_type(wsp_ggml_type weight) {
     return weight == WSP_GGML_TYPE_F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-bool supported(const wsp_ggml_tensor * t) {
+bool supported_float(const wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a = t->src[0];
     const wsp_ggml_tensor * b = t->src[1];
     return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(a->type) &&
@@ -98,7 +100,7 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
                          ctx.physical);
 }
 
-bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a = t->src[0];
     const wsp_ggml_tensor * b = t->src[1];
     cublasHandle_t          h = ctx.backend.blas();
@@ -145,7 +147,20 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     return batched(ctx, h, t, B, cuda_type(gemm_type));
 }
 
+// quantized weights go to mul_mat_q.cu, which hands its GEMMs back to launch_float
+bool supported(const wsp_ggml_tensor * t) {
+    return supported_float(t) || mul_mat_q_supported(t);
+}
+
+bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    return is_float_type(t->src[0]->type) ? launch_float(ctx, t) : mul_mat_q_launch(ctx, t);
+}
+
 } // namespace
+
+bool mul_mat_cublas(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    return launch_float(ctx, t);
+}
 
 const OpEntry op_mul_mat = { supported, launch };
 

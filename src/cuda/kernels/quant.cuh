@@ -1,0 +1,279 @@
+#pragma once
+
+// Device side of the quantized block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and Q8_1 for mul_mat
+// activations). The block structs are those of src/core/quants.h, so host and device share one
+// layout. Quantizing a block is bit-exact with the CPU reference (Note [quantizer rounding]).
+// The names below are an interface shared with the quantized mul_mat and flash-attention
+// kernels: keep them stable.
+
+#include "../../core/quants.h"
+#include "common.cuh"
+
+namespace wsp::cuda {
+
+using wsp::block_q4_0;
+using wsp::block_q4_1;
+using wsp::block_q5_0;
+using wsp::block_q5_1;
+using wsp::block_q8_0;
+using wsp::block_q8_1;
+
+// every block type here holds 32 elements
+constexpr int QK = 32;
+
+// Note [quantizer rounding]: the CPU reference (src/core/quants.cpp) is C++ built with
+// -march=native, and both GCC and Clang contract `x * id + 8.5f` there into one fused
+// multiply-add on every x86-64 CPU with FMA (the object code has vfmadd132ps in
+// quantize_row_q4_0_ref), likewise `(x - mn) * id + 0.5f` and the dequantizers' `q * d + m`.
+// The device code fuses exactly those expressions with __fmaf_rn and rounds every other step as
+// written (__fsub_rn, __fmul_rn, __fdiv_rn), so nvcc's own contraction choices cannot move a bit.
+// round(x * id) of Q8 has nothing to fuse. A CPU build without FMA (WSP_GGML_NATIVE=OFF on
+// x86-64) rounds x * id first and differs in the rare element whose x * id + 8.5 lies within an
+// ulp of an integer; test_cuda_ops compares the bytes, so it would show.
+
+// true for the five types that CPY, GET_ROWS and the copies below handle
+inline bool is_block_quant(wsp_ggml_type t) {
+    return t == WSP_GGML_TYPE_Q4_0 || t == WSP_GGML_TYPE_Q4_1 || t == WSP_GGML_TYPE_Q5_0 || t == WSP_GGML_TYPE_Q5_1 ||
+           t == WSP_GGML_TYPE_Q8_0;
+}
+
+__device__ __forceinline__ float fp16_bits_to_float(uint16_t h) {
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ uint16_t float_to_fp16_bits(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+// fifth bit of element j (0..31) of a Q5 block: bit j of qh read as a little-endian uint32
+__device__ __forceinline__ int q5_high_bit(const uint8_t * qh, int j) {
+    return (qh[j >> 3] >> (j & 7)) & 1;
+}
+
+// the 4-bit field of element j: elements j < 16 in the low nibbles, j + 16 in the high ones
+__device__ __forceinline__ int nibble(const uint8_t * qs, int j) {
+    return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4;
+}
+
+// ---- dequantize element j (0..31) of one block
+
+__device__ __forceinline__ float dequantize_q4_0(const block_q4_0 * b, int j) {
+    return (float) (nibble(b->qs, j) - 8) * fp16_bits_to_float(b->d);
+}
+
+__device__ __forceinline__ float dequantize_q4_1(const block_q4_1 * b, int j) {
+    return __fmaf_rn((float) nibble(b->qs, j), fp16_bits_to_float(b->d), fp16_bits_to_float(b->m));
+}
+
+__device__ __forceinline__ float dequantize_q5_0(const block_q5_0 * b, int j) {
+    const int q = nibble(b->qs, j) | (q5_high_bit(b->qh, j) << 4);
+    return (float) (q - 16) * fp16_bits_to_float(b->d);
+}
+
+__device__ __forceinline__ float dequantize_q5_1(const block_q5_1 * b, int j) {
+    const int q = nibble(b->qs, j) | (q5_high_bit(b->qh, j) << 4);
+    return __fmaf_rn((float) q, fp16_bits_to_float(b->d), fp16_bits_to_float(b->m));
+}
+
+__device__ __forceinline__ float dequantize_q8_0(const block_q8_0 * b, int j) {
+    return (float) b->qs[j] * fp16_bits_to_float(b->d);
+}
+
+__device__ __forceinline__ float dequantize_q8_1(const block_q8_1 * b, int j) {
+    return (float) b->qs[j] * fp16_bits_to_float(b->d);
+}
+
+// element j of a block of compile-time type T (a wsp_ggml_type), for templated kernels
+template <int T>
+__device__ __forceinline__ float dequantize(const void * block, int j) {
+    if constexpr (T == WSP_GGML_TYPE_Q4_0) {
+        return dequantize_q4_0(static_cast<const block_q4_0 *>(block), j);
+    } else if constexpr (T == WSP_GGML_TYPE_Q4_1) {
+        return dequantize_q4_1(static_cast<const block_q4_1 *>(block), j);
+    } else if constexpr (T == WSP_GGML_TYPE_Q5_0) {
+        return dequantize_q5_0(static_cast<const block_q5_0 *>(block), j);
+    } else if constexpr (T == WSP_GGML_TYPE_Q5_1) {
+        return dequantize_q5_1(static_cast<const block_q5_1 *>(block), j);
+    } else if constexpr (T == WSP_GGML_TYPE_Q8_0) {
+        return dequantize_q8_0(static_cast<const block_q8_0 *>(block), j);
+    } else {
+        static_assert(T == WSP_GGML_TYPE_Q8_1, "dequantize: not a block type of quant.cuh");
+        return dequantize_q8_1(static_cast<const block_q8_1 *>(block), j);
+    }
+}
+
+// element i of a row of blocks whose type is known at run time (a uniform branch); type must be
+// one of is_block_quant's
+__device__ __forceinline__ float dequantize_row_elem(int type, const char * row, int64_t i) {
+    const int j = (int) (i % QK);
+    switch (type) {
+        case WSP_GGML_TYPE_Q4_0: return dequantize_q4_0(reinterpret_cast<const block_q4_0 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q4_1: return dequantize_q4_1(reinterpret_cast<const block_q4_1 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q5_0: return dequantize_q5_0(reinterpret_cast<const block_q5_0 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q5_1: return dequantize_q5_1(reinterpret_cast<const block_q5_1 *>(row) + i / QK, j);
+        default: return dequantize_q8_0(reinterpret_cast<const block_q8_0 *>(row) + i / QK, j);
+    }
+}
+
+// ---- quantize one block of 32 values; x stays in registers when the caller's loops unroll
+
+// the element of largest magnitude, sign kept; the first one wins ties, as on the CPU
+__device__ __forceinline__ float signed_absmax(const float (&x)[QK]) {
+    float amax = 0.0f, vmax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < QK; ++j) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            vmax = x[j];
+        }
+    }
+    return vmax;
+}
+
+// min and max with std::min / std::max's comparisons, from FLT_MAX / -FLT_MAX
+__device__ __forceinline__ void block_min_max(const float (&x)[QK], float & mn, float & mx) {
+    mn = 3.402823466e+38f;
+    mx = -3.402823466e+38f;
+#pragma unroll
+    for (int j = 0; j < QK; ++j) {
+        mn = x[j] < mn ? x[j] : mn;
+        mx = mx < x[j] ? x[j] : mx;
+    }
+}
+
+__device__ __forceinline__ float inverse_or_zero(float d) {
+    return d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+}
+
+// q = min(top, trunc(v)) as the reference's integer casts do for v in [0, top + 1]
+__device__ __forceinline__ int level(float v, int top) {
+    return min(top, (int) v);
+}
+
+__device__ __forceinline__ void quantize_q4_0(const float (&x)[QK], block_q4_0 * y) {
+    const float d  = __fdiv_rn(signed_absmax(x), -8.0f);
+    const float id = inverse_or_zero(d);
+    y->d           = float_to_fp16_bits(d);
+#pragma unroll
+    for (int j = 0; j < QK / 2; ++j) {
+        const int q0 = level(__fmaf_rn(x[j], id, 8.5f), 15);
+        const int q1 = level(__fmaf_rn(x[j + QK / 2], id, 8.5f), 15);
+        y->qs[j]     = (uint8_t) (q0 | (q1 << 4));
+    }
+}
+
+__device__ __forceinline__ void quantize_q4_1(const float (&x)[QK], block_q4_1 * y) {
+    float mn, mx;
+    block_min_max(x, mn, mx);
+    const float d  = __fdiv_rn(__fsub_rn(mx, mn), 15.0f);
+    const float id = inverse_or_zero(d);
+    y->d           = float_to_fp16_bits(d);
+    y->m           = float_to_fp16_bits(mn);
+#pragma unroll
+    for (int j = 0; j < QK / 2; ++j) {
+        const int q0 = level(__fmaf_rn(__fsub_rn(x[j], mn), id, 0.5f), 15);
+        const int q1 = level(__fmaf_rn(__fsub_rn(x[j + QK / 2], mn), id, 0.5f), 15);
+        y->qs[j]     = (uint8_t) (q0 | (q1 << 4));
+    }
+}
+
+// the fifth bits go to qh as one little-endian uint32, written byte by byte (qh is unaligned)
+__device__ __forceinline__ void store_qh(uint8_t * qh, uint32_t bits) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        qh[k] = (uint8_t) (bits >> (8 * k));
+    }
+}
+
+__device__ __forceinline__ void quantize_q5_0(const float (&x)[QK], block_q5_0 * y) {
+    const float d  = __fdiv_rn(signed_absmax(x), -16.0f);
+    const float id = inverse_or_zero(d);
+    y->d           = float_to_fp16_bits(d);
+    uint32_t qh    = 0;
+#pragma unroll
+    for (int j = 0; j < QK / 2; ++j) {
+        const int q0 = level(__fmaf_rn(x[j], id, 16.5f), 31);
+        const int q1 = level(__fmaf_rn(x[j + QK / 2], id, 16.5f), 31);
+        y->qs[j]     = (uint8_t) ((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+        qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+        qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK / 2);
+    }
+    store_qh(y->qh, qh);
+}
+
+__device__ __forceinline__ void quantize_q5_1(const float (&x)[QK], block_q5_1 * y) {
+    float mn, mx;
+    block_min_max(x, mn, mx);
+    const float d  = __fdiv_rn(__fsub_rn(mx, mn), 31.0f);
+    const float id = inverse_or_zero(d);
+    y->d           = float_to_fp16_bits(d);
+    y->m           = float_to_fp16_bits(mn);
+    uint32_t qh    = 0;
+#pragma unroll
+    for (int j = 0; j < QK / 2; ++j) {
+        const int q0 = level(__fmaf_rn(__fsub_rn(x[j], mn), id, 0.5f), 31);
+        const int q1 = level(__fmaf_rn(__fsub_rn(x[j + QK / 2], mn), id, 0.5f), 31);
+        y->qs[j]     = (uint8_t) ((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+        qh |= (uint32_t) ((q0 >> 4) & 1) << j;
+        qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK / 2);
+    }
+    store_qh(y->qh, qh);
+}
+
+__device__ __forceinline__ float block_absmax(const float (&x)[QK]) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < QK; ++j) {
+        amax = amax < fabsf(x[j]) ? fabsf(x[j]) : amax;
+    }
+    return amax;
+}
+
+// round() halves away from zero, as std::round on the CPU
+__device__ __forceinline__ void quantize_q8_0(const float (&x)[QK], block_q8_0 * y) {
+    const float d  = __fdiv_rn(block_absmax(x), 127.0f);
+    const float id = inverse_or_zero(d);
+    y->d           = float_to_fp16_bits(d);
+#pragma unroll
+    for (int j = 0; j < QK; ++j) {
+        y->qs[j] = (int8_t) roundf(__fmul_rn(x[j], id));
+    }
+}
+
+// Q8_1 for mul_mat activations (not a CPY target, as on the CPU): s = fp16(d * sum(qs))
+__device__ __forceinline__ void quantize_q8_1(const float (&x)[QK], block_q8_1 * y) {
+    const float d   = __fdiv_rn(block_absmax(x), 127.0f);
+    const float id  = inverse_or_zero(d);
+    int         sum = 0;
+#pragma unroll
+    for (int j = 0; j < QK; ++j) {
+        const int q = (int) roundf(__fmul_rn(x[j], id));
+        y->qs[j]    = (int8_t) q;
+        sum += q;
+    }
+    y->d = float_to_fp16_bits(d);
+    y->s = float_to_fp16_bits(__fmul_rn((float) sum, d));
+}
+
+// one block of a run-time type (one of is_block_quant's) at dst
+__device__ __forceinline__ void quantize_block(int type, const float (&x)[QK], char * dst) {
+    switch (type) {
+        case WSP_GGML_TYPE_Q4_0: quantize_q4_0(x, reinterpret_cast<block_q4_0 *>(dst)); break;
+        case WSP_GGML_TYPE_Q4_1: quantize_q4_1(x, reinterpret_cast<block_q4_1 *>(dst)); break;
+        case WSP_GGML_TYPE_Q5_0: quantize_q5_0(x, reinterpret_cast<block_q5_0 *>(dst)); break;
+        case WSP_GGML_TYPE_Q5_1: quantize_q5_1(x, reinterpret_cast<block_q5_1 *>(dst)); break;
+        default: quantize_q8_0(x, reinterpret_cast<block_q8_0 *>(dst)); break;
+    }
+}
+
+// ---- row converters (quant.cu), enqueued on ctx's stream. Row r of src goes to row r of dst,
+// each unravelled with its own shape (as the CPU's row copy), so the shapes may differ beyond
+// dim 0; ne0 is the same on both sides and a multiple of QK, and the quantized side has its
+// blocks packed along dim 0 (nb[0] == type size).
+
+// dst (quantized) = src (F32/F16/BF16, any strides, or quantized of another type)
+bool quantize_rows(LaunchCtx & ctx, const TensorView & src, const TensorView & dst, int64_t rows);
+// dst (F32/F16/BF16, any strides) = src (quantized)
+bool dequantize_rows(LaunchCtx & ctx, const TensorView & src, const TensorView & dst, int64_t rows);
+
+} // namespace wsp::cuda
