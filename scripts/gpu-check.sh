@@ -52,5 +52,18 @@ step bench-cuda "$build/bench/bench_cuda" --benchmark_min_time=0.2 --benchmark_o
     --benchmark_out_format=json
 grep -E "TFLOP/s|GB/s" "$out/bench-cuda.log" | sed 's/^/      /' | tee -a "$summary"
 
+step bench-cuda-ops "$build/bench/bench_cuda_ops" --benchmark_min_time=0.2 \
+    --benchmark_out="$out/bench_cuda_ops.json" --benchmark_out_format=json
+grep -E "TFLOP/s|GB/s" "$out/bench-cuda-ops.log" | sed 's/^/      /' | tee -a "$summary"
+
+# encoder throughput: one GPU, split over 2 and 4, data-parallel over 2 and 4 (virtual devices
+# where the machine has one GPU)
+n_gpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+enc_env=()
+if [ "$n_gpu" -lt 2 ]; then enc_env=(WSP_GGML_CUDA_VIRTUAL_DEVICES=4); fi
+step bench-encoder env "${enc_env[@]}" "$build/bench/bench_encoder" --benchmark_out="$out/bench_encoder.json" \
+    --benchmark_out_format=json
+grep -E "frames/s" "$out/bench-encoder.log" | sed 's/^/      /' | tee -a "$summary"
+
 note "total $(( $(date +%s) - start )) s, status $status"
 exit $status
