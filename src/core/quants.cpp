@@ -1,6 +1,8 @@
 // Reference quantize / dequantize of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q8_1 rows.
 // The rounding steps (the +8.5f / +16.5f offsets, truncating casts, roundf) are those of the
-// upstream reference so that files quantized here are byte-identical to upstream's.
+// upstream reference so that files quantized here are byte-identical to upstream's. This file
+// is compiled with -ffp-contract=off: `x * id + 8.5f` rounds after the multiply and after the
+// add, as upstream's portable C does, whatever the target's FMA support.
 
 #include "quants.h"
 

@@ -21,15 +21,13 @@ using wsp::block_q8_1;
 // every block type here holds 32 elements
 constexpr int QK = 32;
 
-// Note [quantizer rounding]: the CPU reference (src/core/quants.cpp) is C++ built with
-// -march=native, and both GCC and Clang contract `x * id + 8.5f` there into one fused
-// multiply-add on every x86-64 CPU with FMA (the object code has vfmadd132ps in
-// quantize_row_q4_0_ref), likewise `(x - mn) * id + 0.5f` and the dequantizers' `q * d + m`.
-// The device code fuses exactly those expressions with __fmaf_rn and rounds every other step as
-// written (__fsub_rn, __fmul_rn, __fdiv_rn), so nvcc's own contraction choices cannot move a bit.
-// round(x * id) of Q8 has nothing to fuse. A CPU build without FMA (WSP_GGML_NATIVE=OFF on
-// x86-64) rounds x * id first and differs in the rare element whose x * id + 8.5 lies within an
-// ulp of an integer; test_cuda_ops compares the bytes, so it would show.
+// Note [quantizer rounding]: the CPU reference (src/core/quants.cpp) is compiled with
+// -ffp-contract=off, so `x * id + 8.5f`, `(x - mn) * id + 0.5f` and the dequantizers'
+// `q * d + m` round after the multiply and after the add on every CPU and with every -march
+// (upstream's portable rounding; a fused multiply-add would move the rare element whose
+// x * id + 8.5 lies within an ulp of an integer). The device code rounds every step as written
+// (__fmul_rn, __fadd_rn, __fsub_rn, __fdiv_rn), so nvcc's own contraction cannot move a bit
+// either; test_cuda_ops compares the quantized bytes.
 
 // true for the five types that CPY, GET_ROWS and the copies below handle
 inline bool is_block_quant(wsp_ggml_type t) {
@@ -62,7 +60,7 @@ __device__ __forceinline__ float dequantize_q4_0(const block_q4_0 * b, int j) {
 }
 
 __device__ __forceinline__ float dequantize_q4_1(const block_q4_1 * b, int j) {
-    return __fmaf_rn((float) nibble(b->qs, j), fp16_bits_to_float(b->d), fp16_bits_to_float(b->m));
+    return __fadd_rn(__fmul_rn((float) nibble(b->qs, j), fp16_bits_to_float(b->d)), fp16_bits_to_float(b->m));
 }
 
 __device__ __forceinline__ float dequantize_q5_0(const block_q5_0 * b, int j) {
@@ -72,7 +70,7 @@ __device__ __forceinline__ float dequantize_q5_0(const block_q5_0 * b, int j) {
 
 __device__ __forceinline__ float dequantize_q5_1(const block_q5_1 * b, int j) {
     const int q = nibble(b->qs, j) | (q5_high_bit(b->qh, j) << 4);
-    return __fmaf_rn((float) q, fp16_bits_to_float(b->d), fp16_bits_to_float(b->m));
+    return __fadd_rn(__fmul_rn((float) q, fp16_bits_to_float(b->d)), fp16_bits_to_float(b->m));
 }
 
 __device__ __forceinline__ float dequantize_q8_0(const block_q8_0 * b, int j) {
@@ -156,8 +154,8 @@ __device__ __forceinline__ void quantize_q4_0(const float (&x)[QK], block_q4_0 *
     y->d           = float_to_fp16_bits(d);
 #pragma unroll
     for (int j = 0; j < QK / 2; ++j) {
-        const int q0 = level(__fmaf_rn(x[j], id, 8.5f), 15);
-        const int q1 = level(__fmaf_rn(x[j + QK / 2], id, 8.5f), 15);
+        const int q0 = level(__fadd_rn(__fmul_rn(x[j], id), 8.5f), 15);
+        const int q1 = level(__fadd_rn(__fmul_rn(x[j + QK / 2], id), 8.5f), 15);
         y->qs[j]     = (uint8_t) (q0 | (q1 << 4));
     }
 }
@@ -171,8 +169,8 @@ __device__ __forceinline__ void quantize_q4_1(const float (&x)[QK], block_q4_1 *
     y->m           = float_to_fp16_bits(mn);
 #pragma unroll
     for (int j = 0; j < QK / 2; ++j) {
-        const int q0 = level(__fmaf_rn(__fsub_rn(x[j], mn), id, 0.5f), 15);
-        const int q1 = level(__fmaf_rn(__fsub_rn(x[j + QK / 2], mn), id, 0.5f), 15);
+        const int q0 = level(__fadd_rn(__fmul_rn(__fsub_rn(x[j], mn), id), 0.5f), 15);
+        const int q1 = level(__fadd_rn(__fmul_rn(__fsub_rn(x[j + QK / 2], mn), id), 0.5f), 15);
         y->qs[j]     = (uint8_t) (q0 | (q1 << 4));
     }
 }
@@ -192,8 +190,8 @@ __device__ __forceinline__ void quantize_q5_0(const float (&x)[QK], block_q5_0 *
     uint32_t qh    = 0;
 #pragma unroll
     for (int j = 0; j < QK / 2; ++j) {
-        const int q0 = level(__fmaf_rn(x[j], id, 16.5f), 31);
-        const int q1 = level(__fmaf_rn(x[j + QK / 2], id, 16.5f), 31);
+        const int q0 = level(__fadd_rn(__fmul_rn(x[j], id), 16.5f), 31);
+        const int q1 = level(__fadd_rn(__fmul_rn(x[j + QK / 2], id), 16.5f), 31);
         y->qs[j]     = (uint8_t) ((q0 & 0x0f) | ((q1 & 0x0f) << 4));
         qh |= (uint32_t) ((q0 >> 4) & 1) << j;
         qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK / 2);
@@ -211,8 +209,8 @@ __device__ __forceinline__ void quantize_q5_1(const float (&x)[QK], block_q5_1 *
     uint32_t qh    = 0;
 #pragma unroll
     for (int j = 0; j < QK / 2; ++j) {
-        const int q0 = level(__fmaf_rn(__fsub_rn(x[j], mn), id, 0.5f), 31);
-        const int q1 = level(__fmaf_rn(__fsub_rn(x[j + QK / 2], mn), id, 0.5f), 31);
+        const int q0 = level(__fadd_rn(__fmul_rn(__fsub_rn(x[j], mn), id), 0.5f), 31);
+        const int q1 = level(__fadd_rn(__fmul_rn(__fsub_rn(x[j + QK / 2], mn), id), 0.5f), 31);
         y->qs[j]     = (uint8_t) ((q0 & 0x0f) | ((q1 & 0x0f) << 4));
         qh |= (uint32_t) ((q0 >> 4) & 1) << j;
         qh |= (uint32_t) ((q1 >> 4) & 1) << (j + QK / 2);
