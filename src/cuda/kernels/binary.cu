@@ -10,9 +10,12 @@ namespace {
 
 template <int OP>
 __device__ __forceinline__ float apply(float x, float y) {
-    if (OP == WSP_GGML_OP_ADD) return x + y;
-    if (OP == WSP_GGML_OP_SUB) return x - y;
-    if (OP == WSP_GGML_OP_MUL) return x * y;
+    if (OP == WSP_GGML_OP_ADD)
+        return x + y;
+    if (OP == WSP_GGML_OP_SUB)
+        return x - y;
+    if (OP == WSP_GGML_OP_MUL)
+        return x * y;
     return x / y;
 }
 
@@ -39,8 +42,8 @@ bool supported(const wsp_ggml_tensor * t) {
 }
 
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
-    const int64_t rows = wsp_ggml_nrows(t);
-    const RowGrid g    = row_grid(t->ne[0], rows);
+    const int64_t    rows = wsp_ggml_nrows(t);
+    const RowGrid    g    = row_grid(t->ne[0], rows);
     const TensorView a = view_of(t->src[0]), b = view_of(t->src[1]), d = view_of(t);
     switch (t->op) {
         case WSP_GGML_OP_ADD: binary_kernel<WSP_GGML_OP_ADD><<<g.grid, g.block, 0, ctx.stream>>>(a, b, d, rows); break;
