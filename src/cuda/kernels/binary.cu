@@ -21,19 +21,11 @@ __device__ __forceinline__ float apply(float x, float y) {
 
 template <int OP>
 __global__ void binary_kernel(TensorView a, TensorView b, TensorView d, int64_t rows) {
-    const int64_t i0 = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (i0 >= d.ne[0]) {
-        return;
-    }
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        int64_t i1, i2, i3;
-        unravel_row(d, r, i1, i2, i3);
-        const char * pa = a.data + i0 * a.nb[0] + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3];
-        const char * pb = b.data + (i0 % b.ne[0]) * b.nb[0] + (i1 % b.ne[1]) * b.nb[1] + (i2 % b.ne[2]) * b.nb[2] +
-                          (i3 % b.ne[3]) * b.nb[3];
-        char * pd = d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
-        store_f(d.type, pd, apply<OP>(load_f(a.type, pa), load_f(b.type, pb)));
-    }
+    for_each_element(d, rows, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const char * pb = elem(b, i0 % b.ne[0], i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
+        store_f(d.type, elem(d, i0, i1, i2, i3),
+                apply<OP>(load_f(a.type, elem(a, i0, i1, i2, i3)), load_f(b.type, pb)));
+    });
 }
 
 bool supported(const wsp_ggml_tensor * t) {

@@ -55,6 +55,26 @@ __device__ __forceinline__ void unravel_row(const TensorView & v, int64_t r, int
     i3 = r / (v.ne[1] * v.ne[2]);
 }
 
+// address of element (i0, i1, i2, i3) of a view
+__device__ __forceinline__ char * elem(const TensorView & v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return v.data + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+}
+
+// f(i0, i1, i2, i3) for this thread's elements of d under a row_grid launch: thread x is the
+// column i0, block y strides over the rows of d
+template <typename F>
+__device__ __forceinline__ void for_each_element(const TensorView & d, int64_t rows, F f) {
+    const int64_t i0 = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) {
+        return;
+    }
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        int64_t i1, i2, i3;
+        unravel_row(d, r, i1, i2, i3);
+        f(i0, i1, i2, i3);
+    }
+}
+
 // grid for row-wise kernels: x covers ne0 in blocks of `threads`, y strides over the rows
 struct RowGrid {
     dim3 grid;

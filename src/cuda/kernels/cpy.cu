@@ -14,15 +14,9 @@ namespace {
 
 // same shape: one block row per row
 __global__ void cpy_rows_kernel(TensorView s, TensorView d, int64_t rows, int elem_bytes) {
-    const int64_t i0 = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (i0 >= d.ne[0]) {
-        return;
-    }
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        int64_t i1, i2, i3;
-        unravel_row(d, r, i1, i2, i3);
-        const char * ps = s.data + i0 * s.nb[0] + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3];
-        char *       pd = d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+    for_each_element(d, rows, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const char * ps = elem(s, i0, i1, i2, i3);
+        char *       pd = elem(d, i0, i1, i2, i3);
         if (elem_bytes > 0) {
             for (int k = 0; k < elem_bytes; ++k) {
                 pd[k] = ps[k];
@@ -30,13 +24,13 @@ __global__ void cpy_rows_kernel(TensorView s, TensorView d, int64_t rows, int el
         } else {
             store_f(d.type, pd, load_f(s.type, ps));
         }
-    }
+    });
 }
 
 __device__ __forceinline__ const char * flat_ptr(const TensorView & v, int64_t e) {
     const int64_t i0 = e % v.ne[0], i1 = (e / v.ne[0]) % v.ne[1], i2 = (e / (v.ne[0] * v.ne[1])) % v.ne[2];
     const int64_t i3 = e / (v.ne[0] * v.ne[1] * v.ne[2]);
-    return v.data + i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+    return elem(v, i0, i1, i2, i3);
 }
 
 // different shapes, same element count: flat index mapping

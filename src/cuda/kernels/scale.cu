@@ -8,16 +8,9 @@ namespace wsp::cuda {
 namespace {
 
 __global__ void scale_kernel(TensorView x, TensorView d, float s, float bias, int64_t rows) {
-    const int64_t i0 = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (i0 >= d.ne[0]) {
-        return;
-    }
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        int64_t i1, i2, i3;
-        unravel_row(d, r, i1, i2, i3);
-        const float v = load_f(x.type, x.data + i0 * x.nb[0] + i1 * x.nb[1] + i2 * x.nb[2] + i3 * x.nb[3]);
-        store_f(d.type, d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3], v * s + bias);
-    }
+    for_each_element(d, rows, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        store_f(d.type, elem(d, i0, i1, i2, i3), load_f(x.type, elem(x, i0, i1, i2, i3)) * s + bias);
+    });
 }
 
 bool supported(const wsp_ggml_tensor * t) {
