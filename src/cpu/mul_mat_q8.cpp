@@ -67,6 +67,15 @@ inline void nibbles(const uint8_t * qs, int * u) {
     }
 }
 
+// Q5 values 0..31: the nibbles with the fifth bits of qh on top
+inline void five_bit_values(const uint8_t * qs, const uint8_t * qh, int * u) {
+    nibbles(qs, u);
+    const uint32_t bits = load_qh(qh);
+    for (int j = 0; j < QK; ++j) {
+        u[j] |= (int) ((bits >> j) & 1u) << 4;
+    }
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 #    define WSP_MM_Q8_SIMD 1
 
@@ -144,11 +153,7 @@ struct Q5_0 {
     using Block                     = block_q5_0;
     static constexpr bool is_signed = false;
     static void           scalar(const Block & b, Scalar & o) {
-                  nibbles(b.qs, o.u);
-                  const uint32_t qh = load_qh(b.qh);
-                  for (int j = 0; j < QK; ++j) {
-                      o.u[j] |= (int) ((qh >> j) & 1u) << 4;
-        }
+                  five_bit_values(b.qs, b.qh, o.u);
                   o.d    = fp16_to_fp32(b.d);
                   o.bias = -16.0f * o.d;
     }
@@ -164,11 +169,7 @@ struct Q5_1 {
     using Block                     = block_q5_1;
     static constexpr bool is_signed = false;
     static void           scalar(const Block & b, Scalar & o) {
-                  nibbles(b.qs, o.u);
-                  const uint32_t qh = load_qh(b.qh);
-                  for (int j = 0; j < QK; ++j) {
-                      o.u[j] |= (int) ((qh >> j) & 1u) << 4;
-        }
+                  five_bit_values(b.qs, b.qh, o.u);
                   o.d    = fp16_to_fp32(b.d);
                   o.bias = fp16_to_fp32(b.m);
     }
