@@ -125,6 +125,7 @@ TEST(Backend, FreeDrainsTheQueuedWorkOfASimStream) {
 }
 
 TEST(Backend, SimTensorSetAndGetAsyncHappenOnTheStream) {
+    RacesAllowed      allow; // looks at bytes that queued work has not written yet
     Backends          b;
     TensorSet         s;
     wsp_ggml_tensor * t = s.f32({ 32 }, "t");
@@ -188,6 +189,7 @@ TEST(Backend, CpuAsyncTransfersAreSynchronous) {
 }
 
 TEST(Backend, TensorCopyAsyncSimToSimRunsAfterTheSourceStream) {
+    RacesAllowed      allow; // looks at bytes that queued work has not written yet
     Backends          b;
     TensorSet         s0, s1;
     wsp_ggml_tensor * src = s0.f32({ 24 }, "src");
@@ -311,8 +313,9 @@ TEST(Backend, GraphComputeReturnsTheStatus) {
 }
 
 TEST(Backend, GraphComputeAsyncReturnsBeforeTheWorkIsDone) {
-    Backends b;
-    AddGraph g(b.sim0.get(), 50);
+    RacesAllowed allow; // looks at bytes that queued work has not written yet
+    Backends     b;
+    AddGraph     g(b.sim0.get(), 50);
     {
         StreamGate gate(b.sim0.get());
         gate.close();

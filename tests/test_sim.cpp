@@ -103,23 +103,29 @@ TEST(Sim, MemoryArenaHasALimit) {
 TEST(Sim, FreeingABufferKeepsItsNeighboursBytes) {
     wsp_ggml_backend_buffer_type_t         buft = wsp_ggml_backend_dev_buffer_type(sim_dev(3));
     std::vector<wsp_ggml_backend_buffer_t> bufs;
+    Tensors                                t(16);
+    std::vector<wsp_ggml_tensor *>         bytes;
     for (int i = 0; i < 16; ++i) {
         bufs.push_back(wsp_ggml_backend_buft_alloc_buffer(buft, 1000)); // well under a page each
         ASSERT_NE(bufs.back(), nullptr);
+        bytes.push_back(wsp_ggml_new_tensor_1d(t.ctx, WSP_GGML_TYPE_I8, 960));
+        wsp_ggml_tallocr ta = wsp_ggml_tallocr_new(bufs.back());
+        ASSERT_EQ(wsp_ggml_tallocr_alloc(&ta, bytes.back()), WSP_GGML_STATUS_SUCCESS);
     }
-    std::vector<uint8_t> pattern(1000);
+    std::vector<uint8_t> pattern(960);
     for (size_t i = 0; i < pattern.size(); ++i) {
         pattern[i] = (uint8_t) (i * 7 + 1);
     }
     for (int i = 1; i < 16; i += 2) {
-        std::memcpy(wsp_ggml_backend_buffer_get_base(bufs[(size_t) i]), pattern.data(), pattern.size());
+        wsp_ggml_backend_tensor_set(bytes[(size_t) i], pattern.data(), 0, pattern.size());
     }
     for (int i = 0; i < 16; i += 2) {
         wsp_ggml_backend_buffer_free(bufs[(size_t) i]);
     }
     for (int i = 1; i < 16; i += 2) {
-        const auto * p = static_cast<const uint8_t *>(wsp_ggml_backend_buffer_get_base(bufs[(size_t) i]));
-        EXPECT_EQ(std::memcmp(p, pattern.data(), pattern.size()), 0) << "buffer " << i;
+        std::vector<uint8_t> back(pattern.size());
+        wsp_ggml_backend_tensor_get(bytes[(size_t) i], back.data(), 0, back.size());
+        EXPECT_EQ(back, pattern) << "buffer " << i;
         wsp_ggml_backend_buffer_free(bufs[(size_t) i]);
     }
 }

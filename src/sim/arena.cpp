@@ -7,17 +7,27 @@
 
 namespace wsp::sim {
 
-Arena::Arena(size_t capacity) : base_(nullptr), capacity_(capacity) {
-    void * p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p != MAP_FAILED) {
-        base_ = static_cast<char *>(p);
+Arena::Arena(size_t capacity) : base_(nullptr), storage_(nullptr), capacity_(capacity) {
+    void * a = mmap(nullptr, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void * s = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a != MAP_FAILED && s != MAP_FAILED) {
+        base_    = static_cast<char *>(a);
+        storage_ = static_cast<char *>(s);
         free_.emplace(0, capacity);
+        return;
+    }
+    if (a != MAP_FAILED) {
+        munmap(a, capacity);
+    }
+    if (s != MAP_FAILED) {
+        munmap(s, capacity);
     }
 }
 
 Arena::~Arena() {
-    if (base_ != nullptr) {
+    if (valid()) {
         munmap(base_, capacity_);
+        munmap(storage_, capacity_);
     }
 }
 
@@ -60,7 +70,7 @@ void Arena::release(void * p) {
     const size_t page  = (size_t) sysconf(_SC_PAGESIZE);
     const size_t first = (start + page - 1) / page * page, last = (start + size) / page * page;
     if (last > first) {
-        madvise(base_ + first, last - first, MADV_DONTNEED);
+        madvise(storage_ + first, last - first, MADV_DONTNEED);
     }
     auto next = free_.lower_bound(start);
     if (next != free_.end() && start + size == next->first) {

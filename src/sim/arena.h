@@ -1,8 +1,10 @@
 #pragma once
 
-// A sim device's memory: one reserved address range (pages are committed only when touched),
-// carved by a first-fit allocator whose free blocks are merged on release. The range lets a
-// kernel's pointers be attributed to exactly one device.
+// A sim device's memory, in two mappings of the same size. Device addresses (what tensors hold)
+// lie in a range reserved without any access, so host code that dereferences one faults as it
+// would on a GPU; the bytes live in a second mapping (pages committed only when touched) that
+// only the sim reaches, through host(). A first-fit allocator carves the range, merging free
+// blocks on release. The range lets a kernel's pointers be attributed to exactly one device.
 
 #include <cstddef>
 #include <map>
@@ -18,7 +20,7 @@ public:
     Arena(const Arena &)             = delete;
     Arena & operator=(const Arena &) = delete;
 
-    bool valid() const { return base_ != nullptr; }
+    bool valid() const { return base_ != nullptr && storage_ != nullptr; }
 
     // nullptr when there is no contiguous room
     void * allocate(size_t size, size_t alignment);
@@ -29,11 +31,15 @@ public:
         return c >= base_ && c < base_ + capacity_;
     }
 
+    // where the sim reads and writes the bytes at device address p (p inside the range)
+    void * host(const void * p) const { return storage_ + (static_cast<const char *>(p) - base_); }
+
     size_t capacity() const { return capacity_; }
     size_t used() const;
 
 private:
-    char *                   base_;
+    char *                   base_;    // device addresses: no access
+    char *                   storage_; // the bytes
     size_t                   capacity_;
     mutable std::mutex       mutex_;
     std::map<size_t, size_t> free_;  // offset -> size

@@ -1,6 +1,8 @@
-// Sim backends: one stream each. Async set/get/copy and graph compute are stream commands; the
-// graph runs node by node with the CPU kernels after checking that every tensor the kernel
-// reads or writes lives in this device's memory (Note [foreign memory check]).
+// Sim backends: one stream each. Async set/get/copy and graph compute are stream commands that
+// bind everything they use when they are queued (Note [binding at queue time]); when one runs,
+// the happens-before checker sees its accesses first, then the bytes move or the nodes compute
+// with the CPU kernels, after a check that every tensor a kernel reads or writes lives in this
+// device's memory (Note [foreign memory check]).
 
 #include "sim.h"
 
@@ -8,6 +10,7 @@
 #include "../cpu/compute.h"
 
 #include <cstring>
+#include <unordered_map>
 
 namespace wsp::sim {
 
@@ -37,54 +40,104 @@ bool take_copy_fault(Device & dev, std::string & err, const char * what) {
     return true;
 }
 
+race::What what_of(const Stream & stream, const std::string & text) {
+    return std::make_shared<const std::string>(stream.name() + ": " + text);
+}
+
+std::vector<race::Range> bytes(const void * p, size_t n) {
+    return { { (uintptr_t) p, (uintptr_t) p + n } };
+}
+
 void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t size) {
-    Device & dev = *ctx_of(b).device;
-    char *   dst = static_cast<char *>(t->data) + off;
-    ctx_of(b).stream->enqueue([&dev, dst, data, size](std::string & err) {
+    Device &         dev    = *ctx_of(b).device;
+    Stream &         stream = *ctx_of(b).stream;
+    char *           dst    = static_cast<char *>(t->data) + off;
+    const race::What what   = what_of(stream, "tensor_set_async of " + describe(t));
+    stream.enqueue([&dev, &stream, dst, data, size, what](std::string & err) {
         if (!take_copy_fault(dev, err, "tensor_set_async")) {
             return false;
         }
+        const bool ordered = check_accesses(stream.agent(), {}, bytes(dst, size), what, err);
         count_copy(size);
-        std::memcpy(dst, data, size);
-        return true;
+        std::memcpy(host_view(dst), data, size);
+        return ordered;
     });
 }
 
 void get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, size_t off, size_t size) {
-    Device &     dev = *ctx_of(b).device;
-    const char * src = static_cast<const char *>(t->data) + off;
-    ctx_of(b).stream->enqueue([&dev, src, data, size](std::string & err) {
+    Device &         dev    = *ctx_of(b).device;
+    Stream &         stream = *ctx_of(b).stream;
+    const char *     src    = static_cast<const char *>(t->data) + off;
+    const race::What what   = what_of(stream, "tensor_get_async of " + describe(t));
+    stream.enqueue([&dev, &stream, src, data, size, what](std::string & err) {
         if (!take_copy_fault(dev, err, "tensor_get_async")) {
             return false;
         }
+        const bool ordered = check_accesses(stream.agent(), bytes(src, size), {}, what, err);
         count_copy(size);
-        std::memcpy(data, src, size);
-        return true;
+        std::memcpy(data, host_view(src), size);
+        return ordered;
     });
 }
 
-// device-to-device: the copy runs on the source stream after its queued work, and the
-// destination stream waits for it; anything involving host memory takes the synchronous path
+// the rows of a tensor whose elements lie back to back within each row: address of row r
+struct Rows {
+    const char * data;
+    int64_t      ne1, ne2;
+    size_t       nb1, nb2, nb3;
+    const char * row(int64_t r) const {
+        const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+        return data + (size_t) i1 * nb1 + (size_t) i2 * nb2 + (size_t) i3 * nb3;
+    }
+};
+
+Rows rows_of(const wsp_ggml_tensor * t) {
+    return { static_cast<const char *>(t->data), t->ne[1], t->ne[2], t->nb[1], t->nb[2], t->nb[3] };
+}
+
+// device to device, on the source stream after its queued work; the destination stream waits
+// for it. Layouts may differ (a slice landing in the rows of a larger tensor) where each row's
+// elements lie back to back on both sides. Anything involving host memory takes the
+// synchronous path.
 bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
     if (!wsp_ggml_backend_is_sim(src_b) || !wsp_ggml_backend_is_sim(dst_b) || owner_of(src->data) == nullptr ||
-        owner_of(dst->data) == nullptr) {
+        owner_of(dst->data) == nullptr || src->type != dst->type || !wsp_ggml_are_same_shape(src, dst)) {
         return false;
     }
-    Device &     dev  = *ctx_of(src_b).device;
-    const void * from = src->data;
-    void *       to   = dst->data;
-    const size_t n    = wsp_ggml_nbytes(src);
-    ctx_of(src_b).stream->enqueue([&dev, from, to, n](std::string & err) {
+    const bool contiguous = wsp_ggml_is_contiguous(src) && wsp_ggml_is_contiguous(dst);
+    const bool row_wise   = src->nb[0] == wsp_ggml_type_size(src->type) && dst->nb[0] == wsp_ggml_type_size(dst->type);
+    if (!contiguous && !row_wise) {
+        return false;
+    }
+    Device &                 dev    = *ctx_of(src_b).device;
+    Stream &                 stream = *ctx_of(src_b).stream;
+    std::vector<race::Range> reads, writes;
+    race::tensor_ranges(src, reads);
+    race::tensor_ranges(dst, writes);
+    const race::What what  = what_of(stream, "copy " + describe(src) + " -> " + describe(dst));
+    const size_t     total = wsp_ggml_nbytes(src);
+    const size_t     row   = wsp_ggml_row_size(src->type, src->ne[0]);
+    const int64_t    nrows = contiguous ? 1 : wsp_ggml_nrows(src);
+    const Rows       from = rows_of(src), to = rows_of(dst);
+    stream.enqueue([&dev, &stream, reads, writes, what, contiguous, total, row, nrows, from, to](std::string & err) {
         if (!take_copy_fault(dev, err, "tensor_copy_async")) {
             return false;
         }
-        count_copy(n);
-        std::memcpy(to, from, n);
-        return true;
+        const bool ordered = check_accesses(stream.agent(), reads, writes, what, err);
+        if (contiguous) {
+            count_copy(total);
+            std::memcpy(host_view(to.data), host_view(from.data), total);
+            return ordered;
+        }
+        count_copy(row * (size_t) nrows);
+        for (int64_t r = 0; r < nrows; ++r) {
+            std::memcpy(host_view(to.row(r)), host_view(from.row(r)), row);
+        }
+        return ordered;
     });
     if (src_b != dst_b) {
         Event done;
-        done.record(*ctx_of(src_b).stream);
+        done.record(stream);
         done.wait(*ctx_of(dst_b).stream);
     }
     return true;
@@ -104,58 +157,131 @@ bool is_noop(const wsp_ggml_tensor * t) {
            t->op == WSP_GGML_OP_PERMUTE || t->op == WSP_GGML_OP_TRANSPOSE;
 }
 
+// Note [binding at queue time]: a CUDA launch copies its arguments when it is queued; the
+// caller may then change or free its tensor structs and graph (the scheduler points sources at
+// other copies for the next evaluation, a reset drops its internal nodes). A sim kernel does the
+// same: graph_compute copies every node it will run and their sources, with the data pointers
+// already translated to the device's bytes, and works on the copies only.
+struct BoundGraph {
+    std::vector<wsp_ggml_tensor>          tensors;       // copies; reserved up front, so pointers stay put
+    std::vector<wsp_ggml_tensor *>        nodes;         // into tensors
+    std::vector<std::vector<race::Range>> reads, writes; // per node, device addresses
+    std::vector<race::What>               what;          // per node
+    std::string                           foreign;       // a memory error found when binding
+};
+
 // Note [foreign memory check]: a device kernel may only touch its own memory. Every tensor a
 // node reads (sources) or writes (the node) must lie in this device's arena; anything else
 // (another device, host memory) means the scheduler or a backend forgot a copy, so the kernel
 // fails, the access is logged naming both places, and a counter lets tests assert silence.
-bool check_memory(Device & dev, const wsp_ggml_tensor * node) {
-    bool ok = true;
-    if (node->data != nullptr && !dev.arena->contains(node->data)) {
-        report_foreign_access(dev, wsp_ggml_op_desc(node), node, "writes");
-        ok = false;
+bool own_memory(Device & dev, const wsp_ggml_tensor * node, const wsp_ggml_tensor * t, const char * role) {
+    if (t->data == nullptr || wsp_ggml_is_empty(t) || dev.arena->contains(t->data)) {
+        return true;
     }
-    for (const wsp_ggml_tensor * s : node->src) {
-        if (s != nullptr && s->data != nullptr && !wsp_ggml_is_empty(s) && !dev.arena->contains(s->data)) {
-            report_foreign_access(dev, wsp_ggml_op_desc(node), s, "reads");
-            ok = false;
-        }
-    }
-    return ok;
+    report_foreign_access(dev, wsp_ggml_op_desc(node), t, role);
+    return false;
 }
 
-bool run_graph(Backend & be, wsp_ggml_cgraph * graph, std::string & err) {
+std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_ggml_cgraph * graph) {
+    auto   bg    = std::make_shared<BoundGraph>();
+    size_t limit = 0;
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        limit += 1 + WSP_GGML_MAX_SRC;
+    }
+    bg->tensors.reserve(limit);
+    std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *> copy_of;
+    auto                                                           copy = [&](const wsp_ggml_tensor * t) {
+        auto it = copy_of.find(t);
+        if (it != copy_of.end()) {
+            return it->second;
+        }
+        bg->tensors.push_back(*t);
+        wsp_ggml_tensor * c = &bg->tensors.back();
+        if (c->data != nullptr && dev.arena->contains(c->data)) {
+            c->data = dev.arena->host(c->data);
+        }
+        copy_of.emplace(t, c);
+        return c;
+    };
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        const wsp_ggml_tensor * node = graph->nodes[i];
+        if (is_noop(node) || wsp_ggml_is_empty(node)) {
+            continue;
+        }
+        bool ok = own_memory(dev, node, node, "writes");
+        for (const wsp_ggml_tensor * s : node->src) {
+            ok = (s == nullptr || own_memory(dev, node, s, "reads")) && ok;
+        }
+        if (!ok && bg->foreign.empty()) {
+            bg->foreign = std::string("kernel ") + wsp_ggml_op_desc(node) + " touched memory outside " + dev.name;
+        }
+        std::vector<race::Range> r, w;
+        for (const wsp_ggml_tensor * s : node->src) {
+            if (s != nullptr) {
+                race::tensor_ranges(s, r);
+            }
+        }
+        race::tensor_ranges(node, w);
+        bg->reads.push_back(std::move(r));
+        bg->writes.push_back(std::move(w));
+        bg->what.push_back(what_of(stream, std::string("kernel ") + wsp_ggml_op_desc(node) + " " + describe(node)));
+        wsp_ggml_tensor * c = copy(node);
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            if (node->src[j] != nullptr) {
+                c->src[j] = copy(node->src[j]);
+            }
+        }
+        bg->nodes.push_back(c);
+    }
+    return bg;
+}
+
+bool run_graph(Backend & be, BoundGraph & bg, std::string & err) {
     Device & dev = *be.device;
     if (Device::take(dev.fail_kernel)) {
         err = "injected kernel fault";
         return false;
     }
-    const size_t need = wsp::cpu::graph_work_size(graph, 1);
+    if (!bg.foreign.empty()) {
+        err = bg.foreign;
+        return false;
+    }
+    wsp_ggml_cgraph all{};
+    all.size          = (int) bg.nodes.size();
+    all.n_nodes       = (int) bg.nodes.size();
+    all.nodes         = bg.nodes.data();
+    const size_t need = wsp::cpu::graph_work_size(&all, 1);
     if (be.work.size() < need) {
         be.work.resize(need);
     }
-    for (int i = 0; i < graph->n_nodes; ++i) {
-        wsp_ggml_tensor * node = graph->nodes[i];
-        if (is_noop(node) || wsp_ggml_is_empty(node)) {
-            continue;
+    const wsp_ggml_backend_sim_kernel_hook hook      = dev.hook.load();
+    void * const                           hook_data = dev.hook_data.load();
+    bool                                   ordered   = true;
+    for (size_t i = 0; i < bg.nodes.size(); ++i) {
+        wsp_ggml_tensor * node = bg.nodes[i];
+        // a race fails the command once the kernels have run: what they computed stays visible
+        std::string race;
+        if (!check_accesses(be.stream->agent(), bg.reads[i], bg.writes[i], bg.what[i], race) && ordered) {
+            ordered = false;
+            err     = race;
         }
-        if (!check_memory(dev, node)) {
-            err = std::string("kernel ") + wsp_ggml_op_desc(node) + " touched memory outside " + dev.name;
-            return false;
+        if (hook != nullptr) {
+            hook(node, hook_data);
         }
-        wsp_ggml_cgraph one = wsp::graph_view(graph, i, i + 1);
+        wsp_ggml_cgraph one = wsp::graph_view(&all, (int) i, (int) i + 1);
         if (wsp::cpu::graph_compute(&one, nullptr, 1, be.work.data(), be.work.size(), nullptr, nullptr) !=
             WSP_GGML_STATUS_SUCCESS) {
             err = std::string("kernel ") + wsp_ggml_op_desc(node) + " failed on " + describe(node);
             return false;
         }
     }
-    return true;
+    return ordered;
 }
 
 wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
-    Backend * be = &ctx_of(b);
-    // the graph (a view into the caller's graph arrays) must stay alive until the stream runs it
-    ctx_of(b).stream->enqueue([be, g = *graph](std::string & err) mutable { return run_graph(*be, &g, err); });
+    Backend *                   be = &ctx_of(b);
+    std::shared_ptr<BoundGraph> bg = bind(*be->device, *be->stream, graph);
+    be->stream->enqueue([be, bg](std::string & err) { return run_graph(*be, *bg, err); });
     return WSP_GGML_STATUS_SUCCESS;
 }
 
@@ -191,7 +317,10 @@ const wsp_ggml_backend_i backend_iface = {
 } // namespace
 
 wsp_ggml_backend_t backend_init(Device & dev) {
-    auto * be = new Backend{ &dev, std::make_unique<Stream>(dev.name, dev.delay_us), {} };
+    const int index = dev.n_streams.fetch_add(1);
+    auto *    be    = new Backend{ &dev,
+                             std::make_unique<Stream>(dev.name + " stream " + std::to_string(index), index, dev.delays),
+                             {} };
     return new wsp_ggml_backend{ &sim_guid, backend_iface, &dev.dev, be };
 }
 

@@ -7,6 +7,7 @@
 #include "../cpu/kernel.h"
 #include "../split/split_buffer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -44,6 +45,7 @@ Device & buf_dev(wsp_ggml_backend_buffer_t b) {
 
 void buf_free(wsp_ggml_backend_buffer_t b) {
     auto * ctx = static_cast<Buffer *>(b->context);
+    race::checker().forget({ (uintptr_t) ctx->base, (uintptr_t) ctx->base + b->size });
     ctx->device->arena->release(ctx->base);
     delete ctx;
 }
@@ -61,37 +63,57 @@ bool copy_allowed(Device & dev, const char * what) {
     return true;
 }
 
+std::vector<race::Range> bytes(const void * p, size_t n) {
+    return { { (uintptr_t) p, (uintptr_t) p + n } };
+}
+
 void buf_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, size_t off, size_t size) {
+    char * dst = static_cast<char *>(t->data) + off;
     if (copy_allowed(buf_dev(b), "memset")) {
-        std::memset(static_cast<char *>(t->data) + off, v, size);
+        check_host_access({}, bytes(dst, size), "tensor_memset of " + describe(t));
+        std::memset(host_view(dst), v, size);
     }
 }
 
 void buf_set(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t size) {
+    char * dst = static_cast<char *>(t->data) + off;
     if (copy_allowed(buf_dev(b), "tensor_set")) {
+        check_host_access({}, bytes(dst, size), "tensor_set of " + describe(t));
         count_copy(size);
-        std::memcpy(static_cast<char *>(t->data) + off, data, size);
+        std::memcpy(host_view(dst), data, size);
     }
 }
 
 void buf_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data, size_t off, size_t size) {
+    const char * src = static_cast<const char *>(t->data) + off;
     if (copy_allowed(buf_dev(b), "tensor_get")) {
+        check_host_access(bytes(src, size), {}, "tensor_get of " + describe(t));
         count_copy(size);
-        std::memcpy(data, static_cast<const char *>(t->data) + off, size);
+        std::memcpy(data, host_view(src), size);
     }
 }
 
-// dst is here; src may be on any device or in host memory: all of it is addressable in-process
+// dst is here; src may be on any sim device or in host memory. Anything else (a split weight's
+// handle, another kind of device) is not memory this device can read: the caller stages it
+// through the host.
 bool buf_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
+    wsp_ggml_backend_buffer_t sbuf = src->view_src ? src->view_src->buffer : src->buffer;
+    if (owner_of(src->data) == nullptr && (sbuf == nullptr || !wsp_ggml_backend_buffer_is_host(sbuf))) {
+        return false;
+    }
     if (copy_allowed(buf_dev(b), "tensor_copy")) {
-        count_copy(wsp_ggml_nbytes(src));
-        std::memcpy(dst->data, src->data, wsp_ggml_nbytes(src));
+        const size_t n = wsp_ggml_nbytes(src);
+        check_host_access(owner_of(src->data) ? bytes(src->data, n) : std::vector<race::Range>{}, bytes(dst->data, n),
+                          "tensor_copy " + describe(src) + " -> " + describe(dst));
+        count_copy(n);
+        std::memcpy(host_view(dst->data), host_view(src->data), n);
     }
     return true;
 }
 
 void buf_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
-    std::memset(buf_base(b), v, b->size);
+    check_host_access({}, bytes(buf_base(b), b->size), "buffer_clear of " + buf_dev(b).name);
+    std::memset(host_view(buf_base(b)), v, b->size);
 }
 
 const wsp_ggml_backend_buffer_i buffer_iface = {
@@ -122,6 +144,11 @@ wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t
                       dev.name.c_str(), size, size / 1048576.0, dev.arena->used(), dev.arena->capacity());
         return nullptr;
     }
+    // Note [NaN memory]: new memory, and memory that another buffer had, holds NaN (bytes 0xFF:
+    // NaN in f32, f16 and bf16, a NaN scale in every quantized block), so a kernel that reads what
+    // nobody wrote produces NaN instead of a plausible zero; its access history starts anew.
+    std::memset(dev.arena->host(base), 0xFF, size);
+    race::checker().forget({ (uintptr_t) base, (uintptr_t) base + size });
     auto * ctx = new Buffer{ &dev, base };
     return wsp_ggml_backend_buffer_init(buft, buffer_iface, ctx, size);
 }
@@ -291,12 +318,16 @@ bool create_devices(int n, size_t memory_mb) {
         for (auto & s : dev->op_supported) {
             s.store(true);
         }
-        dev->buft          = { { buft_name, buft_alloc, buft_alignment, buft_max_size, nullptr, nullptr },
-                               &dev->dev,
-                               dev.get() };
-        dev->dev           = { device_iface, &sim_reg, dev.get() };
-        const char * delay = std::getenv("WSP_GGML_SIM_DELAY_US");
-        dev->delay_us.store(delay ? std::atoi(delay) : 0);
+        dev->buft           = { { buft_name, buft_alloc, buft_alignment, buft_max_size, nullptr, nullptr },
+                                &dev->dev,
+                                dev.get() };
+        dev->dev            = { device_iface, &sim_reg, dev.get() };
+        const char * delay  = std::getenv("WSP_GGML_SIM_DELAY_US");
+        const char * jitter = std::getenv("WSP_GGML_SIM_JITTER_US");
+        const char * seed   = std::getenv("WSP_GGML_SIM_SEED");
+        dev->delays.fixed_us.store(delay ? std::max(0, std::atoi(delay)) : 0);
+        dev->delays.jitter_us.store(jitter ? std::max(0, std::atoi(jitter)) : 0);
+        dev->delays.seed.store(seed ? (uint32_t) std::strtoul(seed, nullptr, 10) : 0);
         devices().push_back(std::move(dev));
     }
     return true;
@@ -342,6 +373,32 @@ std::string owner_name(const void * p) {
     return d ? d->name : std::string("host memory");
 }
 
+void * host_view(const void * p) {
+    const Device * d = owner_of(p);
+    return d ? d->arena->host(p) : const_cast<void *>(p);
+}
+
+bool check_accesses(int agent, const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+                    const race::What & what, std::string & err) {
+    std::string conflict;
+    const bool  reads_ok  = race::checker().read(agent, reads, what, &conflict);
+    const bool  writes_ok = race::checker().write(agent, writes, what, &conflict);
+    if (!reads_ok || !writes_ok) {
+        err = "race: " + conflict;
+        return false;
+    }
+    return true;
+}
+
+void check_host_access(const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+                       const std::string & what) {
+    race::Checker & c     = race::checker();
+    const int       agent = c.host_agent();
+    auto            w     = std::make_shared<const std::string>("host thread: " + what);
+    c.read(agent, reads, w, nullptr);
+    c.write(agent, writes, w, nullptr);
+}
+
 void count_copy(size_t bytes) {
     g_bytes_copied.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -373,10 +430,37 @@ void wsp_ggml_backend_sim_inject_fault(wsp_ggml_backend_dev_t device, enum wsp_g
 
 void wsp_ggml_backend_sim_set_delay_us(wsp_ggml_backend_dev_t device, int delay_us) {
     if (Device * d = device_of(device)) {
-        d->delay_us.store(delay_us < 0 ? 0 : delay_us);
+        d->delays.fixed_us.store(delay_us < 0 ? 0 : delay_us);
     } else {
         WSP_LOG_ERROR("%s: not a sim device\n", __func__);
     }
+}
+
+void wsp_ggml_backend_sim_set_jitter_us(wsp_ggml_backend_dev_t device, int max_us, uint32_t seed) {
+    if (Device * d = device_of(device)) {
+        d->delays.seed.store(seed);
+        d->delays.jitter_us.store(max_us < 0 ? 0 : max_us);
+    } else {
+        WSP_LOG_ERROR("%s: not a sim device\n", __func__);
+    }
+}
+
+void wsp_ggml_backend_sim_set_kernel_hook(wsp_ggml_backend_dev_t device, wsp_ggml_backend_sim_kernel_hook hook,
+                                          void * user_data) {
+    if (Device * d = device_of(device)) {
+        d->hook_data.store(user_data);
+        d->hook.store(hook);
+    } else {
+        WSP_LOG_ERROR("%s: not a sim device\n", __func__);
+    }
+}
+
+size_t wsp_ggml_backend_sim_races(void) {
+    return wsp::race::checker().races();
+}
+
+void wsp_ggml_backend_sim_set_race_checks(bool on) {
+    wsp::race::checker().set_enabled(on);
 }
 
 void wsp_ggml_backend_sim_set_op_supported(wsp_ggml_backend_dev_t device, enum wsp_ggml_op op, bool supported) {

@@ -1,8 +1,9 @@
 #pragma once
 
-// Internal structure of the sim devices: a Device owns its arena, buffer type, fault flags and
-// op switches; a Backend is one stream on a device. Devices live in a process-wide list so that
-// any pointer can be attributed to the device that owns it.
+// Internal structure of the sim devices: a Device owns its arena, buffer type, fault flags, op
+// switches and delays; a Backend is one stream on a device. Devices live in a process-wide list
+// so that any device address can be attributed to the device that owns it and translated to
+// where the sim keeps its bytes (Arena::host).
 
 #include "ggml-backend-impl.h"
 #include "ggml-sim.h"
@@ -26,13 +27,17 @@ struct Device {
     std::unique_ptr<Arena>         arena;
     wsp_ggml_backend_buffer_type   buft{};
     wsp_ggml_backend_device        dev{};
-    std::atomic<int>               delay_us{ 0 };
+    Delays                         delays;
+    std::atomic<int>               n_streams{ 0 }; // streams made so far, for their names and seeds
     std::atomic<bool>              fail_alloc{ false };
     std::atomic<bool>              fail_copy{ false };
     std::atomic<bool>              fail_kernel{ false };
     std::vector<std::atomic<bool>> op_supported;
     // a synchronous copy failed: the next synchronize of a backend of this device reports it
     std::atomic<bool> sync_copy_failed{ false };
+    // called on the stream thread before each kernel (tests hold a kernel there)
+    std::atomic<wsp_ggml_backend_sim_kernel_hook> hook{ nullptr };
+    std::atomic<void *>                           hook_data{ nullptr };
 
     // consume an injected fault of this kind (true once after injection)
     static bool take(std::atomic<bool> & flag) { return flag.exchange(false); }
@@ -59,6 +64,19 @@ Device * device_of(wsp_ggml_backend_dev_t dev);
 Device * owner_of(const void * p);
 // name for messages: "SIM1" or "host memory"
 std::string owner_name(const void * p);
+
+// where the sim reads and writes the bytes at p: through the owning device's arena for device
+// addresses, p itself for host memory
+void * host_view(const void * p);
+
+// the happens-before checker's view of a command's or host call's accesses: records them, and
+// returns false with the message in err when one races (Note [happens-before checker])
+bool check_accesses(int agent, const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+                    const race::What & what, std::string & err);
+// a host thread's synchronous access to device bytes (buffer set/get/copy): races are logged and
+// counted; the access is made anyway, as the call has no way to fail
+void check_host_access(const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+                       const std::string & what);
 
 // every copy adds its size here (wsp_ggml_backend_sim_bytes_copied)
 void count_copy(size_t bytes);

@@ -8,8 +8,9 @@
 
 namespace wsp::sim {
 
-Stream::Stream(std::string name, const std::atomic<int> & delay_us)
-    : name_(std::move(name)), delay_us_(delay_us), worker_([this] { run(); }) {}
+Stream::Stream(std::string name, int index, const Delays & delays)
+    : name_(std::move(name)), index_(index), agent_(race::checker().new_stream_agent()), delays_(delays),
+      worker_([this] { run(); }) {}
 
 Stream::~Stream() {
     {
@@ -22,9 +23,10 @@ Stream::~Stream() {
 }
 
 void Stream::enqueue(Command cmd) {
+    Queued q{ std::move(cmd), race::checker().release_host() };
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        queue_.push_back(std::move(cmd));
+        queue_.push_back(std::move(q));
     }
     work_cv_.notify_one();
 }
@@ -32,6 +34,7 @@ void Stream::enqueue(Command cmd) {
 wsp_ggml_status Stream::synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
     idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    race::checker().acquire(race::checker().host_agent(), race::checker().clock_of(agent_));
     if (error_.empty()) {
         return WSP_GGML_STATUS_SUCCESS;
     }
@@ -40,25 +43,42 @@ wsp_ggml_status Stream::synchronize() {
     return WSP_GGML_STATUS_FAILED;
 }
 
+// Note [seeded delays]: a fixed delay makes a stream lag behind the host; a random one, drawn
+// from the device's seed and the stream's index, reorders the streams against each other
+// differently for every seed, and the same way again for the same seed.
+void Stream::sleep_before_command() {
+    int       us     = delays_.fixed_us.load(std::memory_order_relaxed);
+    const int jitter = delays_.jitter_us.load(std::memory_order_relaxed);
+    if (jitter > 0) {
+        const uint32_t seed = delays_.seed.load(std::memory_order_relaxed);
+        if (seed != rng_seed_) {
+            rng_seed_ = seed;
+            rng_.seed(seed * 2654435761u + (uint32_t) index_ * 40503u + 1u);
+        }
+        us += (int) (rng_() % (uint32_t) (jitter + 1));
+    }
+    if (us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+}
+
 void Stream::run() {
     for (;;) {
-        Command cmd;
+        Queued q;
         {
             std::unique_lock<std::mutex> lock(mutex_);
             work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
             if (queue_.empty()) {
                 return; // stop requested and nothing left
             }
-            cmd = std::move(queue_.front());
+            q = std::move(queue_.front());
             queue_.pop_front();
             busy_ = true;
         }
-        const int delay = delay_us_.load(std::memory_order_relaxed);
-        if (delay > 0) {
-            std::this_thread::sleep_for(std::chrono::microseconds(delay));
-        }
+        sleep_before_command();
+        race::checker().begin_command(agent_, q.clock);
         std::string err;
-        const bool  ok = cmd(err);
+        const bool  ok = q.cmd(err);
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (!ok && error_.empty()) {
@@ -73,44 +93,60 @@ void Stream::run() {
 }
 
 void Event::record(Stream & stream) {
-    uint64_t target;
+    auto slot = std::make_shared<Slot>();
     {
-        std::lock_guard<std::mutex> lock(*mutex_);
-        target = ++recorded_;
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        state_->latest = slot;
     }
-    auto m    = mutex_;
-    auto cv   = cv_;
-    auto done = completed_;
-    stream.enqueue([m, cv, done, target](std::string &) {
+    auto      state = state_;
+    const int agent = stream.agent();
+    stream.enqueue([state, slot, agent](std::string &) {
+        race::VectorClock clock = race::checker().clock_of(agent);
         {
-            std::lock_guard<std::mutex> lock(*m);
-            *done = std::max(*done, target);
+            std::lock_guard<std::mutex> lock(state->mutex);
+            slot->clock = std::move(clock);
+            slot->done  = true;
         }
-        cv->notify_all();
+        state->cv.notify_all();
         return true;
     });
 }
 
 void Event::wait(Stream & stream) {
-    uint64_t target;
+    std::shared_ptr<Slot> slot;
     {
-        std::lock_guard<std::mutex> lock(*mutex_);
-        target = recorded_;
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        slot = state_->latest;
     }
-    auto m    = mutex_;
-    auto cv   = cv_;
-    auto done = completed_;
-    stream.enqueue([m, cv, done, target](std::string &) {
-        std::unique_lock<std::mutex> lock(*m);
-        cv->wait(lock, [&] { return *done >= target; });
+    if (slot == nullptr) {
+        return; // never recorded: nothing to wait for
+    }
+    auto      state = state_;
+    const int agent = stream.agent();
+    stream.enqueue([state, slot, agent](std::string &) {
+        race::VectorClock clock;
+        {
+            std::unique_lock<std::mutex> lock(state->mutex);
+            state->cv.wait(lock, [&] { return slot->done; });
+            clock = slot->clock;
+        }
+        race::checker().acquire(agent, clock);
         return true;
     });
 }
 
 void Event::synchronize() {
-    std::unique_lock<std::mutex> lock(*mutex_);
-    const uint64_t               target = recorded_;
-    cv_->wait(lock, [&] { return *completed_ >= target; });
+    race::VectorClock clock;
+    {
+        std::unique_lock<std::mutex> lock(state_->mutex);
+        std::shared_ptr<Slot>        slot = state_->latest;
+        if (slot == nullptr) {
+            return;
+        }
+        state_->cv.wait(lock, [&] { return slot->done; });
+        clock = slot->clock;
+    }
+    race::checker().acquire(race::checker().host_agent(), clock);
 }
 
 } // namespace wsp::sim

@@ -1,11 +1,16 @@
 #pragma once
 
 // A sim stream: a worker thread running a FIFO of commands, like a GPU stream. Commands run in
-// order, each after the device's optional delay; a failing command records its error, later
-// commands still run (so events complete), and synchronize() reports the failure once.
-// Events order streams and the host: a wait sees the last record issued before it.
+// order, each after the device's fixed delay plus a seeded random one; a failing command records
+// its error, later commands still run (so events complete), and synchronize() reports the
+// failure once. Events order streams and the host: a wait sees the last record issued before it.
+// Every stream is an agent of the happens-before checker (Note [happens-before checker]): a
+// command inherits the clock of the host thread that queued it, records, waits and synchronize
+// carry clocks as they order work.
 
 #include "ggml.h"
+
+#include "../race/race.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -13,17 +18,26 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 
 namespace wsp::sim {
+
+// the per-command delays of a device's streams
+struct Delays {
+    std::atomic<int>      fixed_us{ 0 };  // before every command
+    std::atomic<int>      jitter_us{ 0 }; // plus a random 0..jitter_us, from the seed
+    std::atomic<uint32_t> seed{ 0 };
+};
 
 class Stream {
 public:
     // returns false and sets the message on failure
     using Command = std::function<bool(std::string & error)>;
 
-    Stream(std::string name, const std::atomic<int> & delay_us);
+    // `index` tells the streams of one device apart in names and random delays
+    Stream(std::string name, int index, const Delays & delays);
     ~Stream();
 
     Stream(const Stream &)             = delete;
@@ -33,20 +47,31 @@ public:
     wsp_ggml_status synchronize();
 
     const std::string & name() const { return name_; }
+    int                 agent() const { return agent_; } // in race::checker()
 
 private:
-    void run();
+    struct Queued {
+        Command           cmd;
+        race::VectorClock clock; // the queuing host thread's
+    };
 
-    std::string              name_;
-    const std::atomic<int> & delay_us_;
-    std::mutex               mutex_;
-    std::condition_variable  work_cv_;
-    std::condition_variable  idle_cv_;
-    std::deque<Command>      queue_;
-    bool                     busy_ = false;
-    bool                     stop_ = false;
-    std::string              error_;
-    std::thread              worker_;
+    void run();
+    void sleep_before_command();
+
+    std::string             name_;
+    int                     index_;
+    int                     agent_;
+    const Delays &          delays_;
+    std::mt19937            rng_;
+    uint32_t                rng_seed_ = 0;
+    std::mutex              mutex_;
+    std::condition_variable work_cv_;
+    std::condition_variable idle_cv_;
+    std::deque<Queued>      queue_;
+    bool                    busy_ = false;
+    bool                    stop_ = false;
+    std::string             error_;
+    std::thread             worker_;
 };
 
 class Event {
@@ -59,10 +84,17 @@ public:
     void synchronize();
 
 private:
-    std::shared_ptr<std::mutex>              mutex_     = std::make_shared<std::mutex>();
-    std::shared_ptr<std::condition_variable> cv_        = std::make_shared<std::condition_variable>();
-    std::shared_ptr<uint64_t>                completed_ = std::make_shared<uint64_t>(0);
-    uint64_t                                 recorded_  = 0; // guarded by *mutex_
+    // one record: done when the stream reached it, with the stream's clock then
+    struct Slot {
+        bool              done = false;
+        race::VectorClock clock;
+    };
+    struct State {
+        std::mutex              mutex;
+        std::condition_variable cv;
+        std::shared_ptr<Slot>   latest; // the last record issued; NULL before the first
+    };
+    std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 } // namespace wsp::sim

@@ -80,6 +80,16 @@ inline std::vector<float> filled(size_t n, float first, float step) {
     return v;
 }
 
+// Turns the happens-before checks off while a test looks at device bytes that queued work will
+// change, on purpose (to show that the work has not run yet).
+class RacesAllowed {
+public:
+    RacesAllowed() { wsp_ggml_backend_sim_set_race_checks(false); }
+    ~RacesAllowed() { wsp_ggml_backend_sim_set_race_checks(true); }
+    RacesAllowed(const RacesAllowed &)             = delete;
+    RacesAllowed & operator=(const RacesAllowed &) = delete;
+};
+
 // Holds a backend's stream: close() queues a one-node graph whose custom kernel blocks until
 // open() is called. Commands queued after close() cannot run before open(); that ordering is
 // what the tests observe. The destructor opens the gate and drains the stream.

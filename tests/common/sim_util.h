@@ -76,17 +76,19 @@ private:
     std::vector<wsp_ggml_backend_t> backends_;
 };
 
-// Note: the foreign-access counter is process-wide; a test that injects a foreign access on
-// purpose must account for it.
+// Fails the test when, during its life, a sim kernel touched memory of another device or the
+// happens-before checker found a race. The counters are process-wide; a test that causes either
+// on purpose must account for it.
 class ForeignAccessGuard {
 public:
-    ForeignAccessGuard() : start_(wsp_ggml_backend_sim_foreign_accesses()) {}
+    ForeignAccessGuard() : foreign_(wsp_ggml_backend_sim_foreign_accesses()), races_(wsp_ggml_backend_sim_races()) {}
     ~ForeignAccessGuard() {
-        EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), start_) << "a sim kernel touched memory of another device";
+        EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), foreign_) << "a sim kernel touched memory of another device";
+        EXPECT_EQ(wsp_ggml_backend_sim_races(), races_) << "unordered accesses to sim device memory (see RACE: above)";
     }
 
 private:
-    size_t start_;
+    size_t foreign_, races_;
 };
 
 } // namespace wsp::test
