@@ -4,7 +4,8 @@
 //     whose offload_op asks for it);
 //  2. assignments expand to unassigned neighbours, GPU backends first, down then up the graph;
 //  3. nodes move to a higher-priority backend that shares the buffer type and can read all their
-//     sources; nodes still unassigned take the backend that supports them with most sources at hand;
+//     sources (unless pinned by set_tensor_backend); nodes still unassigned take the backend that
+//     supports them with most sources at hand;
 //  4. views take their source's backend and unassigned sources their user's.
 // A backend that does not support an op never gets it. The passes read per-tensor state through
 // the slots of index_graph, so each tensor is hashed once per graph.
@@ -160,6 +161,15 @@ int best_backend(Sched & s, wsp_ggml_cgraph * g, int i) {
     return best;
 }
 
+bool is_pinned(const Sched & s, const wsp_ggml_tensor * t) {
+    for (const auto & pin : s.pins) {
+        if (pin.first == t) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
@@ -170,6 +180,9 @@ void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
         if (id == -1) {
             id = best_backend(s, g, i);
             continue;
+        }
+        if (!s.pins.empty() && is_pinned(s, node)) {
+            continue; // the user's choice stands
         }
         for (int b = 0; b < id; ++b) {
             if (s.bufts[b] == s.bufts[id] && wsp_ggml_backend_supports_op(s.backends[b], node) &&

@@ -54,6 +54,11 @@ wsp_ggml_tensor * TensorPool::new_tensor(wsp_ggml_type type, const int64_t * ne)
     return wsp_ggml_new_tensor(room_for_one(), type, WSP_GGML_MAX_DIMS, ne);
 }
 
+wsp_ggml_tensor * TensorPool::rows_of(wsp_ggml_tensor * t, int64_t r0, int64_t r1) {
+    return wsp_ggml_view_4d(room_for_one(), t, r1 - r0, t->ne[1], t->ne[2], t->ne[3], t->nb[1], t->nb[2], t->nb[3],
+                            (size_t) r0 * t->nb[0]);
+}
+
 } // namespace wsp::sched
 
 using wsp::sched::Split;
@@ -106,15 +111,10 @@ void wsp_ggml_backend_sched::index_graph(wsp_ggml_cgraph * g) {
 }
 
 void wsp_ggml_backend_sched::apply_edits() {
-    for (const Rewrite & r : rewrites) {
-        r.node->op = r.op[1];
-        std::memcpy(r.node->src, r.src[1], sizeof(r.src[1]));
-        std::memcpy(r.node->op_params, r.op_params[1], sizeof(r.op_params[1]));
-    }
     for (const SrcSwap & sw : swaps) {
         sw.node->src[sw.index] = copy_of(sw.slot, sw.backend, cur_copy);
     }
-    edited = !swaps.empty() || !rewrites.empty();
+    edited = !swaps.empty();
 }
 
 void wsp_ggml_backend_sched::restore_edits() {
@@ -124,18 +124,23 @@ void wsp_ggml_backend_sched::restore_edits() {
     for (auto it = swaps.rbegin(); it != swaps.rend(); ++it) {
         it->node->src[it->index] = it->original;
     }
-    for (const Rewrite & r : rewrites) {
-        r.node->op = r.op[0];
-        std::memcpy(r.node->src, r.src[0], sizeof(r.src[0]));
-        std::memcpy(r.node->op_params, r.op_params[0], sizeof(r.op_params[0]));
-    }
     edited = false;
+}
+
+const wsp::sched::SplitMulMat * wsp_ggml_backend_sched::split_mul_mat_of(const wsp_ggml_tensor * node) const {
+    for (const wsp::sched::SplitMulMat & smm : split_mul_mats) {
+        if (smm.node == node) {
+            return &smm;
+        }
+    }
+    return nullptr;
 }
 
 void wsp_ggml_backend_sched::clear_state() {
     restore_edits(); // only while a compute is unsynchronized; the graph is alive then
     swaps.clear();
-    rewrites.clear();
+    split_mul_mats.clear();
+    internal.clear();
     hash.reset();
     std::fill(tensor_backend.begin(), tensor_backend.end(), -1);
     const size_t per_slot = (size_t) n_backends * (size_t) n_copies;
@@ -145,6 +150,9 @@ void wsp_ggml_backend_sched::clear_state() {
     }
     slots_with_copies.clear();
     pool.reset();
+    for (const auto & pin : pins) {
+        backend_of(pin.first) = pin.second;
+    }
 }
 
 int wsp_ggml_backend_sched::backend_index(wsp_ggml_backend_t backend) const {
@@ -212,15 +220,20 @@ wsp_ggml_backend_sched_t wsp_ggml_backend_sched_new(wsp_ggml_backend_t *        
             return nullptr;
         }
     }
-    s->events.assign((size_t) n_backends * (size_t) s->n_copies, nullptr);
-    if (s->n_copies > 1) {
-        for (int b = 0; b < n_backends; ++b) {
-            wsp_ggml_backend_dev_t     dev = wsp_ggml_backend_get_device(backends[b]);
-            wsp_ggml_backend_dev_props props;
-            wsp_ggml_backend_dev_get_props(dev, &props);
-            for (int c = 0; props.caps.events && c < s->n_copies; ++c) {
-                s->events[(size_t) b * (size_t) s->n_copies + (size_t) c] = wsp_ggml_backend_event_new(dev);
-            }
+    s->progress.assign((size_t) n_backends, nullptr);
+    s->ready.assign((size_t) n_backends, nullptr);
+    s->done.assign((size_t) n_backends * (size_t) s->n_copies, nullptr);
+    for (int b = 0; b < n_backends; ++b) {
+        wsp_ggml_backend_dev_t     dev = wsp_ggml_backend_get_device(backends[b]);
+        wsp_ggml_backend_dev_props props;
+        wsp_ggml_backend_dev_get_props(dev, &props);
+        if (!props.caps.events || backends[b]->iface.event_record == nullptr) {
+            continue; // a backend without events is waited for on the host
+        }
+        s->progress[(size_t) b] = wsp_ggml_backend_event_new(dev);
+        s->ready[(size_t) b]    = wsp_ggml_backend_event_new(dev);
+        for (int c = 0; c < s->n_copies; ++c) {
+            s->done[(size_t) b * (size_t) s->n_copies + (size_t) c] = wsp_ggml_backend_event_new(dev);
         }
     }
     s->galloc = wsp_ggml_gallocr_new_n(s->bufts, n_backends);
@@ -236,8 +249,10 @@ void wsp_ggml_backend_sched_free(wsp_ggml_backend_sched_t sched) {
     }
     sched->synchronize_all();
     sched->clear_state(); // restores the sources of the last graph
-    for (wsp_ggml_backend_event_t e : sched->events) {
-        wsp_ggml_backend_event_free(e);
+    for (const auto * list : { &sched->progress, &sched->ready, &sched->done }) {
+        for (wsp_ggml_backend_event_t e : *list) {
+            wsp_ggml_backend_event_free(e);
+        }
     }
     wsp_ggml_gallocr_free(sched->galloc);
     delete sched;
@@ -247,6 +262,7 @@ void wsp_ggml_backend_sched_reset(wsp_ggml_backend_sched_t sched) {
     if (!valid(sched, __func__)) {
         return;
     }
+    sched->pins.clear();
     sched->clear_state();
     sched->is_reset        = true;
     sched->is_alloc        = false;
@@ -257,14 +273,17 @@ bool wsp_ggml_backend_sched_reserve(wsp_ggml_backend_sched_t sched, struct wsp_g
     if (!valid(sched, __func__)) {
         return false;
     }
-    wsp_ggml_backend_sched_reset(sched);
+    // the graph state goes, the pins stay (Note [pins])
     sched->synchronize_all();
+    sched->clear_state();
     bool ok = sched->split_graph(measure_graph);
     if (ok) {
         ok = wsp_ggml_gallocr_reserve_n(sched->galloc, &sched->graph, sched->node_backend_ids.data(),
                                         sched->leaf_backend_ids.data());
     }
-    wsp_ggml_backend_sched_reset(sched);
+    sched->clear_state();
+    sched->is_alloc        = false;
+    sched->allocated_graph = nullptr;
     return ok;
 }
 
@@ -360,6 +379,13 @@ void wsp_ggml_backend_sched_set_tensor_backend(wsp_ggml_backend_sched_t sched, s
         return;
     }
     sched->backend_of(node) = i;
+    for (auto & pin : sched->pins) {
+        if (pin.first == node) {
+            pin.second = i;
+            return;
+        }
+    }
+    sched->pins.emplace_back(node, i);
 }
 
 wsp_ggml_backend_t wsp_ggml_backend_sched_get_tensor_backend(wsp_ggml_backend_sched_t sched,

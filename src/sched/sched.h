@@ -1,29 +1,53 @@
 #pragma once
 
 // The backend scheduler: runs one graph over several backends (priority order, CPU last).
-// alloc_graph assigns every tensor a backend (assign.cpp), cuts the graph into splits at backend
-// changes and gives each split copies of the inputs that live elsewhere (split.cpp), and
-// allocates each backend's compute buffer (alloc.cpp); compute walks the splits, copying inputs
-// and ordering backends with events (compute.cpp). With `parallel`, every split input has
-// n_copies copies used in rotation, so consecutive evaluations can overlap across devices.
-// Per-tensor state lives in an open-addressing table keyed by tensor pointer.
+// alloc_graph expands mul_mats with split weights into one mul_mat per device (expand_split.cpp),
+// assigns every tensor a backend (assign.cpp), cuts the graph into splits at backend changes and
+// gives each split copies of the inputs that live elsewhere and the waits that order it
+// (split.cpp), and allocates each backend's compute buffer (alloc.cpp); compute walks the
+// splits, copying inputs, landing split mul_mat slices and ordering backends with events
+// (compute.cpp). With `parallel`, every split input has n_copies copies used in rotation, so
+// consecutive evaluations overlap across devices. Per-tensor state lives in an open-addressing
+// table keyed by tensor pointer.
 
 #include "ggml-backend-impl.h"
 
 #include "../core/impl.h"
 
+#include <unordered_set>
 #include <vector>
 
 namespace wsp::sched {
 
 constexpr int MAX_BACKENDS = 16;
 
+// One device's rows of a split mul_mat's result, computed on that device into a tensor of its
+// own and landing in the rows of the user's node (a strided view of it) by a 2-D copy.
+struct Gather {
+    wsp_ggml_tensor * slice   = nullptr; // the device's mul_mat
+    int               backend = -1;      // where the slice is computed
+    wsp_ggml_tensor * rows    = nullptr; // its rows in the user's node
+};
+
 struct Split {
     int                            backend_id = -1;
-    int                            i_start    = 0; // node range [i_start, i_end) of the user's graph
+    int                            i_start    = 0; // node range [i_start, i_end) of the expanded graph
     int                            i_end      = 0;
-    std::vector<wsp_ggml_tensor *> inputs;  // tensors of other backends this split reads
-    wsp_ggml_cgraph                graph{}; // the split's nodes, as a view of the graph copy
+    std::vector<wsp_ggml_tensor *> inputs;  // tensors of other backends this split reads (copied first)
+    std::vector<int>               waits;   // backends whose work so far this split waits for (split.cpp)
+    std::vector<wsp_ggml_tensor *> nodes;   // what the backend computes
+    wsp_ggml_cgraph                graph{}; // over nodes
+    // a split mul_mat's node that this split completes: the main device's rows are among the
+    // nodes, the other devices' land after them (gathers); then the node is complete
+    wsp_ggml_tensor *   gathered = nullptr;
+    std::vector<Gather> gathers;
+};
+
+// a user's mul_mat with a split weight, as expand_split made it
+struct SplitMulMat {
+    wsp_ggml_tensor *   node;
+    wsp_ggml_tensor *   own = nullptr; // the main device's mul_mat, into its rows of node (NULL: no rows)
+    std::vector<Gather> gathers;
 };
 
 // Tensor structs the scheduler creates (input copies, dependency views), in contexts that are
@@ -34,6 +58,8 @@ public:
     void              reset();
     wsp_ggml_tensor * dup_layout(const wsp_ggml_tensor * t); // same type, shape and strides, no data
     wsp_ggml_tensor * view_of(wsp_ggml_tensor * t);          // a view of t with op NONE
+    // rows [r0, r1) of t's dim 0 as a strided view, op NONE
+    wsp_ggml_tensor * rows_of(wsp_ggml_tensor * t, int64_t r0, int64_t r1);
     wsp_ggml_tensor * new_tensor(wsp_ggml_type type, const int64_t * ne);
 
 private:
@@ -52,9 +78,13 @@ struct wsp_ggml_backend_sched {
     wsp_ggml_gallocr_t             galloc     = nullptr;
     bool                           op_offload = false;
 
-    int                                   n_copies = 1;
-    int                                   cur_copy = 0;
-    std::vector<wsp_ggml_backend_event_t> events; // [backend * n_copies + copy], NULL where unsupported
+    int n_copies = 1;
+    int cur_copy = 0; // rotates with every compute; back to 0 after a synchronize (Note [copy rotation])
+
+    // Note [split events] (compute.cpp); NULL where a device has no events
+    std::vector<wsp_ggml_backend_event_t> progress; // [backend]: after every split
+    std::vector<wsp_ggml_backend_event_t> ready;    // [backend]: before a split's copies and compute
+    std::vector<wsp_ggml_backend_event_t> done;     // [backend * n_copies + copy]: end of an evaluation
 
     // per-tensor state, indexed by hash slot
     std::vector<wsp_ggml_tensor *> hash_keys;
@@ -83,10 +113,11 @@ struct wsp_ggml_backend_sched {
 
     wsp::sched::TensorPool pool;
 
-    // Note [graph edits]: the scheduler edits the user's nodes (sources redirected to input copies,
-    // a split mul_mat rewritten as a gather) only while it needs them: during allocation, and from
-    // compute until synchronize. Otherwise the graph is as the user built it, so that reset and
-    // freeing the user's context in any order are safe.
+    // Note [graph edits]: the scheduler edits the user's nodes (sources redirected to input copies)
+    // only while it needs them: during allocation, and from compute until synchronize. Otherwise
+    // the graph is as the user built it, so that reset and freeing the user's context in any
+    // order are safe. Backends bind nodes when work is queued, so later edits never reach work
+    // in flight.
     struct SrcSwap {
         wsp_ggml_tensor * node;
         int               index;
@@ -95,17 +126,19 @@ struct wsp_ggml_backend_sched {
         int               backend; // the node's backend: the copy it reads is copy_of(slot, backend, cur_copy)
     };
     std::vector<SrcSwap> swaps;
+    bool                 edited = false; // the user's nodes carry the edits now
 
-    struct Rewrite {
-        wsp_ggml_tensor * node;
-        wsp_ggml_op       op[2]; // [0] as built, [1] as the scheduler computes it
-        wsp_ggml_tensor * src[2][WSP_GGML_MAX_SRC];
-        int32_t           op_params[2][WSP_GGML_MAX_OP_PARAMS / sizeof(int32_t)];
-    };
-    std::vector<Rewrite>           rewrites;
-    std::vector<wsp_ggml_tensor *> expanded_nodes;
-    wsp_ggml_cgraph                expanded{};
-    bool                           edited = false; // the user's nodes carry the edits now
+    // expand_split.cpp: the graph with each split mul_mat preceded by its per-device mul_mats
+    std::vector<wsp_ggml_tensor *>       expanded_nodes;
+    wsp_ggml_cgraph                      expanded{};
+    std::vector<wsp::sched::SplitMulMat> split_mul_mats;
+    // tensors the scheduler made (per-device mul_mats, row views): never shown to the eval callback
+    std::unordered_set<const wsp_ggml_tensor *> internal;
+    const wsp::sched::SplitMulMat *             split_mul_mat_of(const wsp_ggml_tensor * node) const;
+
+    // Note [pins]: set_tensor_backend pins hold until the user's reset (reserve and alloc_graph
+    // keep them); the scheduler's own state of a graph is cleared more often
+    std::vector<std::pair<wsp_ggml_tensor *, int>> pins;
 
     void apply_edits(); // for the current copy
     void restore_edits();
@@ -128,7 +161,7 @@ struct wsp_ggml_backend_sched {
         return tensor_copies[(s * (size_t) n_backends + (size_t) backend) * (size_t) n_copies + (size_t) copy];
     }
     void ensure_capacity(size_t n_tensors);
-    void clear_state(); // forget the last graph: assignments, copies, source redirections
+    void clear_state(); // forget the last graph: assignments (but pins), copies, source redirections
 
     int backend_index(wsp_ggml_backend_t backend) const;
     // can backend_id read t (at hash slot s) where it is or will be allocated

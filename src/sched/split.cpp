@@ -1,11 +1,15 @@
-// Splits and input copies. Consecutive nodes on one backend form a split; a source that lives on
-// another backend, in memory this backend cannot read, gets a copy on this backend (one per
-// pipeline copy with `parallel`), created once per graph and shared by every later user on the
-// same backend. The user's nodes are redirected to the copies (undone on reset), and the graph
-// that gets allocated and computed weaves, before each split, a dependency on every input's
-// source (so it stays alive until the copy) and the input copies themselves.
+// Splits, input copies and waits. Consecutive nodes on one backend form a split; a source that
+// lives on another backend, in memory this backend cannot read, gets a copy on this backend (one
+// per pipeline copy with `parallel`), created once per graph and shared by every later user on
+// the same backend. The user's nodes are redirected to the copies (Note [graph edits]). A split
+// mul_mat's node ends its split: the slices of the other devices land after the split's compute
+// (expand_split.cpp). Each split also gets the waits that order it (Note [split waits]). The
+// graph that gets allocated weaves, before each split, a dependency on every input's source (so
+// it stays alive until the copy) and the input copies themselves.
 
 #include "sched.h"
+
+#include <algorithm>
 
 namespace {
 
@@ -58,7 +62,39 @@ bool foreign_weight(Sched & s, wsp_ggml_cgraph * g, int i, int cur) {
     return false;
 }
 
-void start_split(Sched & s, int backend_id, int i_start) {
+// Note [split waits]: copies and events order what moves between backends; two more hazards
+// remain where a backend reads another's memory in place (no copy: it can read that buffer type).
+//  - Backends with the same buffer type share one compute buffer (gallocr), whose memory is
+//    reused across them; so their splits run in one chain: each waits for the previous split of
+//    its group if that ran on another backend, and the first split of an evaluation waits for
+//    the group's last split of the evaluation before (the memory is reused across evaluations too).
+//  - A backend that reads a buffer of another group in place waits for that backend's work so
+//    far (the producer), and that backend's next split waits for the reader (its memory may be
+//    reused then), next evaluation included.
+struct WaitState {
+    std::vector<int>      group;       // [backend]: the first backend with the same buffer type
+    std::vector<int>      last;        // [group]: backend of the group's last split, -1 if none
+    std::vector<uint32_t> readers;     // [backend]: other backends reading its memory in place
+    std::vector<int>      first_split; // [group]: index of the group's first split, -1 if none
+};
+
+void add_wait(wsp::sched::Split & sp, int b) {
+    if (b != sp.backend_id && std::find(sp.waits.begin(), sp.waits.end(), b) == sp.waits.end()) {
+        sp.waits.push_back(b);
+    }
+}
+
+void take_readers(WaitState & w, wsp::sched::Split & sp) {
+    const int b = sp.backend_id;
+    for (int r = 0; w.readers[(size_t) b] != 0 && r < 32; ++r) {
+        if (w.readers[(size_t) b] & (1u << r)) {
+            add_wait(sp, r);
+        }
+    }
+    w.readers[(size_t) b] = 0;
+}
+
+void start_split(Sched & s, WaitState & w, int backend_id, int i_start) {
     if ((size_t) s.n_splits == s.splits.size()) {
         s.splits.resize(s.splits.size() * 2);
     }
@@ -67,9 +103,20 @@ void start_split(Sched & s, int backend_id, int i_start) {
     sp.i_start             = i_start;
     sp.i_end               = i_start;
     sp.inputs.clear();
+    sp.waits.clear();
+    sp.gathered = nullptr;
+    sp.gathers.clear();
+    const int g = w.group[(size_t) backend_id];
+    if (w.last[(size_t) g] >= 0) {
+        add_wait(sp, w.last[(size_t) g]);
+    } else {
+        w.first_split[(size_t) g] = s.n_splits - 1;
+    }
+    w.last[(size_t) g] = backend_id;
+    take_readers(w, sp);
 }
 
-void route_inputs(Sched & s, wsp_ggml_tensor * node, int i, wsp::sched::Split & sp) {
+void route_inputs(Sched & s, WaitState & w, wsp_ggml_tensor * node, int i, wsp::sched::Split & sp) {
     const int cur = sp.backend_id;
     for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
         const size_t slot = s.src_slot(i, j);
@@ -82,7 +129,15 @@ void route_inputs(Sched & s, wsp_ggml_tensor * node, int i, wsp::sched::Split & 
             make_copies(s, src, slot, src_id, true);
             s.graph_inputs.push_back(src);
         }
-        if (src_id == cur || s.buffer_supported(src, slot, cur)) {
+        if (src_id == cur) {
+            continue;
+        }
+        if (s.buffer_supported(src, slot, cur)) {
+            // read in place: ordered by the group chain, or by waits both ways (Note [split waits])
+            if (src_id >= 0 && w.group[(size_t) src_id] != w.group[(size_t) cur]) {
+                add_wait(sp, src_id);
+                w.readers[(size_t) src_id] |= 1u << cur;
+            }
             continue;
         }
         if (s.copy_of(slot, cur, 0) == nullptr) {
@@ -98,11 +153,25 @@ void route_inputs(Sched & s, wsp_ggml_tensor * node, int i, wsp::sched::Split & 
 void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
     s.n_splits = 0;
     s.graph_inputs.clear();
+    WaitState w;
+    w.group.resize((size_t) s.n_backends);
+    for (int b = 0; b < s.n_backends; ++b) {
+        int first = b;
+        while (s.bufts[first] != s.bufts[b]) {
+            ++first;
+        }
+        w.group[(size_t) b] = first;
+    }
+    w.last.assign((size_t) s.n_backends, -1);
+    w.readers.assign((size_t) s.n_backends, 0);
+    w.first_split.assign((size_t) s.n_backends, -1);
+
     int i = 0;
     while (i < g->n_nodes && is_view_op(g->nodes[i])) {
         ++i;
     }
-    start_split(s, i < g->n_nodes ? s.node_backend(i) : s.n_backends - 1, 0);
+    start_split(s, w, i < g->n_nodes ? s.node_backend(i) : s.n_backends - 1, 0);
+    bool after_gather = false;
     for (; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
         if (is_view_op(node)) {
@@ -110,14 +179,36 @@ void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
         }
         const int           id = s.node_backend(i);
         wsp::sched::Split * sp = &s.splits[(size_t) s.n_splits - 1];
-        if (id != sp->backend_id || (!sp->inputs.empty() && foreign_weight(s, g, i, id))) {
+        if (id != sp->backend_id || after_gather || (!sp->inputs.empty() && foreign_weight(s, g, i, id))) {
             sp->i_end = i;
-            start_split(s, id, i);
-            sp = &s.splits[(size_t) s.n_splits - 1];
+            start_split(s, w, id, i);
+            sp           = &s.splits[(size_t) s.n_splits - 1];
+            after_gather = false;
         }
-        route_inputs(s, node, i, *sp);
+        if (const wsp::sched::SplitMulMat * smm = s.split_mul_mat_of(node)) {
+            // the node is complete once the other devices' rows land: nothing may follow in this split
+            sp->gathered = node;
+            sp->gathers  = smm->gathers;
+            for (wsp::sched::Gather & gt : sp->gathers) {
+                gt.backend = s.backend_of(gt.slice);
+            }
+            after_gather = true;
+            continue;
+        }
+        route_inputs(s, w, node, i, *sp);
     }
     s.splits[(size_t) s.n_splits - 1].i_end = g->n_nodes;
+
+    // the next evaluation's first split of each group waits for this one's last (and its readers)
+    for (int gr = 0; gr < s.n_backends; ++gr) {
+        const int k = w.first_split[(size_t) gr];
+        if (k < 0) {
+            continue;
+        }
+        wsp::sched::Split & sp = s.splits[(size_t) k];
+        add_wait(sp, w.last[(size_t) gr]);
+        take_readers(w, sp);
+    }
 }
 
 void push_node(Sched & s, wsp_ggml_tensor * t, int backend_id) {
@@ -130,24 +221,47 @@ void push_leaf(Sched & s, wsp_ggml_tensor * t, int backend_id) {
     s.leaf_backend_ids.push_back(backend_id);
 }
 
+// a node that only keeps t alive in the allocator's plan until this point
+void push_dependency(Sched & s, wsp_ggml_tensor * t, int backend_id) {
+    wsp_ggml_tensor * dep = s.pool.view_of(t);
+    dep->src[0]           = t;
+    push_node(s, dep, backend_id);
+}
+
 void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
     s.copy_nodes.clear();
     s.node_backend_ids.clear();
     s.copy_leafs.clear();
     s.leaf_backend_ids.clear();
-    std::vector<int> own_start((size_t) s.n_splits);
     for (int k = 0; k < s.n_splits; ++k) {
         wsp::sched::Split & sp = s.splits[(size_t) k];
         for (wsp_ggml_tensor * input : sp.inputs) {
-            const size_t      slot = s.slot(input);
-            wsp_ggml_tensor * dep  = s.pool.view_of(input);
-            dep->src[0]            = input; // keeps the source alive until the copy is made
-            push_node(s, dep, s.tensor_backend[slot]);
+            const size_t slot = s.slot(input);
+            push_dependency(s, input, s.tensor_backend[slot]);
             push_node(s, s.copy_of(slot, sp.backend_id, s.cur_copy), sp.backend_id);
         }
-        own_start[(size_t) k] = (int) s.copy_nodes.size();
+        if (sp.gathered != nullptr) {
+            // the node's memory exists before the main device writes its rows into it
+            push_node(s, sp.gathered, sp.backend_id);
+            for (const wsp::sched::Gather & gt : sp.gathers) {
+                push_node(s, gt.rows, sp.backend_id);
+            }
+        }
+        sp.nodes.clear();
         for (int j = sp.i_start; j < sp.i_end; ++j) {
-            push_node(s, g->nodes[j], s.node_backend(j));
+            if (g->nodes[j] != sp.gathered) {
+                push_node(s, g->nodes[j], s.node_backend(j));
+                sp.nodes.push_back(g->nodes[j]);
+            }
+        }
+        if (sp.gathered != nullptr) {
+            // the slices live until they have landed, the main device's rows until the node is whole
+            for (const wsp::sched::Gather & gt : sp.gathers) {
+                push_dependency(s, gt.slice, gt.backend);
+            }
+            if (const wsp::sched::SplitMulMat * smm = s.split_mul_mat_of(sp.gathered); smm && smm->own) {
+                push_dependency(s, smm->own, sp.backend_id);
+            }
         }
     }
     if (s.n_copies > 1) {
@@ -179,8 +293,10 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
     s.graph.leafs   = s.copy_leafs.data();
     for (int k = 0; k < s.n_splits; ++k) {
         wsp::sched::Split & sp = s.splits[(size_t) k];
-        const int           n  = sp.i_end - sp.i_start;
-        sp.graph               = wsp::graph_view(&s.graph, own_start[(size_t) k], own_start[(size_t) k] + n);
+        sp.graph               = {};
+        sp.graph.size          = (int) sp.nodes.size();
+        sp.graph.n_nodes       = (int) sp.nodes.size();
+        sp.graph.nodes         = sp.nodes.data();
     }
 }
 
