@@ -74,8 +74,9 @@ WSP_GGML_BACKEND_API wsp_ggml_backend_buffer_type_t wsp_ggml_backend_sim_split_b
 // bytes moved by copies to, from and between sim devices (sync and async) since start
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_bytes_copied(void);
 
-// bytes of device memory in use
+// bytes of device memory in use, and the number of live buffers holding it
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_memory_used(wsp_ggml_backend_dev_t device);
+WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_buffer_count(wsp_ggml_backend_dev_t device);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,12 @@
 // The scheduler suites' encoder on CUDA devices instead of sim devices: layers spread over every
 // CUDA device (real GPUs, or virtual ones with WSP_GGML_CUDA_VIRTUAL_DEVICES=N), ops CUDA does
-// not have yet falling back to the CPU, parallel off and on, and a split weight over all devices.
+// not have yet falling back to the CPU, parallel off and on, a split weight over all devices,
+// CUDA graphs replayed under the scheduler (synchronized and overlapped evaluations), and CUDA
+// devices next to sim devices in one scheduler (each waits only on events it can wait on).
 // Skipped without a GPU.
 
 #include "ggml-cuda.h"
+#include "ggml-sim.h"
 #include "model/whisper_encoder.h"
 #include "cuda_util.h"
 #include "test_util.h"
@@ -39,14 +42,14 @@ model::EncoderConfig config(bool flash) {
     return cfg;
 }
 
-void run_encoder(bool parallel, bool split_weights) {
-    CudaBackends                                be;
+// the encoder's layers over the GPU backends of `be` (all but the CPU, last), in turn
+void run_encoder(CudaBackends & be, bool parallel, bool split_weights, int evaluations = 4, bool overlapped = false) {
     const int                                   n   = (int) be.all.size() - 1;
     model::EncoderConfig                        cfg = config(false);
     model::EncoderWeights                       w(cfg);
     std::vector<wsp_ggml_backend_buffer_type_t> layers;
     for (int d = 0; d < n; ++d) {
-        layers.push_back(wsp_ggml_backend_cuda_buffer_type(d));
+        layers.push_back(wsp_ggml_backend_get_default_buffer_type(be.all[(size_t) d]));
     }
     std::vector<float> split((size_t) n, 1.0f);
     ASSERT_TRUE(w.allocate(wsp_ggml_backend_cpu_buffer_type(), layers,
@@ -62,16 +65,43 @@ void run_encoder(bool parallel, bool split_weights) {
     wsp_ggml_tensor *    mel = nullptr;
     wsp_ggml_cgraph *    g   = model::build_encoder_graph(w, ctx, &mel);
     ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g));
-    for (uint32_t it = 0; it < 4; ++it) {
-        const std::vector<float> x = model::random_mel(cfg, 70 + it);
-        wsp_ggml_backend_tensor_set(mel, x.data(), 0, x.size() * sizeof(float));
-        ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(s, g), WSP_GGML_STATUS_SUCCESS);
+    wsp_ggml_tensor *               out = wsp_ggml_graph_node(g, -1);
+    std::vector<std::vector<float>> xs, outs;
+    for (uint32_t it = 0; it < (uint32_t) evaluations; ++it) {
+        xs.push_back(model::random_mel(cfg, 70 + it));
+        wsp_ggml_backend_tensor_set(mel, xs.back().data(), 0, xs.back().size() * sizeof(float));
+        outs.emplace_back((size_t) wsp_ggml_nelements(out));
+        if (overlapped) {
+            // no synchronize in between: the output is read on its backend's stream, in order
+            ASSERT_EQ(wsp_ggml_backend_sched_graph_compute_async(s, g), WSP_GGML_STATUS_SUCCESS);
+            wsp_ggml_backend_tensor_get_async(wsp_ggml_backend_sched_get_tensor_backend(s, out), out,
+                                              outs.back().data(), 0, wsp_ggml_nbytes(out));
+        } else {
+            ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(s, g), WSP_GGML_STATUS_SUCCESS);
+            wsp_ggml_backend_tensor_get(out, outs.back().data(), 0, wsp_ggml_nbytes(out));
+        }
+    }
+    wsp_ggml_backend_sched_synchronize(s);
+    for (size_t it = 0; it < xs.size(); ++it) {
         // F16 weights, F16 activations on the tensor cores: the error is that rounding, ~1e-6
-        EXPECT_LT(nmse(get_values(wsp_ggml_graph_node(g, -1)), model::reference_encoder(w, x)), 1e-4)
-            << "evaluation " << it;
+        EXPECT_LT(nmse(outs[it], model::reference_encoder(w, xs[it])), 1e-4) << "evaluation " << it;
     }
     wsp_ggml_backend_sched_free(s);
     wsp_ggml_free(ctx);
+}
+
+void run_encoder(bool parallel, bool split_weights) {
+    CudaBackends be;
+    run_encoder(be, parallel, split_weights);
+}
+
+int count_of(const LogCapture & log, const std::string & what) {
+    const std::string text = log.text();
+    int               n    = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
 }
 
 TEST(CudaSched, EncoderSerial) {
@@ -87,6 +117,47 @@ TEST(CudaSched, EncoderParallel) {
 TEST(CudaSched, EncoderSplitWeights) {
     REQUIRE_GPU();
     run_encoder(true, true);
+}
+
+// Note [copy rotation]: a graph computed and synchronized again and again is recorded once per
+// backend and then replayed; overlapped evaluations rotate through the copies, one recording each
+TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
+    REQUIRE_GPU();
+    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1); // read when a backend is made
+    CudaBackends be;
+    unsetenv("WSP_GGML_CUDA_GRAPHS");
+    int once = 0;
+    {
+        LogCapture log;
+        run_encoder(be, true, false, 1, false);
+        once = count_of(log, "recorded a CUDA graph");
+        EXPECT_GE(once, 1) << log.text();
+    }
+    {
+        LogCapture log;
+        run_encoder(be, true, false, 6, false);
+        EXPECT_EQ(count_of(log, "recorded a CUDA graph"), once) << "evaluations 2 to 6 replay what the first recorded";
+    }
+    {
+        LogCapture log;
+        run_encoder(be, true, false, 8, true);
+        EXPECT_FALSE(log.contains("cannot be recorded")) << log.text();
+    }
+}
+
+// CUDA devices and sim devices in one scheduler: a CUDA stream never waits on a sim event (the
+// host does), a sim stream never on a CUDA one, and the results are right
+TEST(CudaSched, NextToSimDevices) {
+    REQUIRE_GPU();
+    wsp_ggml_backend_reg_t sims = wsp_ggml_backend_sim_register(2, 256);
+    ASSERT_NE(sims, nullptr);
+    CudaBackends be;
+    be.all.insert(be.all.end() - 1, wsp_ggml_backend_dev_init(wsp_ggml_backend_reg_dev_get(sims, 0), nullptr));
+    be.all.insert(be.all.end() - 1, wsp_ggml_backend_dev_init(wsp_ggml_backend_reg_dev_get(sims, 1), nullptr));
+    const size_t races = wsp_ggml_backend_sim_races();
+    run_encoder(be, true, false, 6, true);
+    run_encoder(be, false, false, 3, false);
+    EXPECT_EQ(wsp_ggml_backend_sim_races(), races);
 }
 
 } // namespace

@@ -181,6 +181,21 @@ TEST_P(GraphCopy, FreeReturnsTheMemory) {
     }
 }
 
+// a graph whose tensors have no memory cannot be copied: refused with a message, nothing allocated
+TEST_P(GraphCopy, AnUnallocatedGraphIsRefused) {
+    TensorSet         s;
+    wsp_ggml_tensor * a = s.f32({ 6, 4 }, "a");
+    wsp_ggml_tensor * b = wsp_ggml_scale(s.ctx.get(), a, 2.0f);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(s.ctx.get());
+    wsp_ggml_build_forward_expand(g, b);
+    LogCapture                         log;
+    struct wsp_ggml_backend_graph_copy copy = wsp_ggml_backend_graph_copy(target(), g);
+    EXPECT_EQ(copy.graph, nullptr);
+    EXPECT_EQ(copy.buffer, nullptr);
+    EXPECT_TRUE(log.contains("has no memory")) << log.text();
+    EXPECT_FALSE(wsp_ggml_backend_compare_graph_backend(target(), target(), g, nullptr, nullptr));
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, GraphCopy, ::testing::Values("SIM0", "CPU"),
                          [](const auto & info) { return std::string(info.param); });
 

@@ -448,5 +448,95 @@ TEST(SchedSplitWeight, EvalCallbackSeesTheMulMat) {
     wsp_ggml_free(wctx);
 }
 
+// The split mul_mat overlaps its devices: with the activations produced on the main device
+// (SIM0), SIM1's slice starts while SIM0 is still inside its own slice. SIM0's mul_mat kernel is
+// held until SIM1's has started; a schedule that queued SIM1's input copy behind SIM0's slice
+// could never let it start (the hold then gives up after 20 s and the test fails).
+struct OverlapProbe {
+    std::mutex              mutex;
+    std::condition_variable cv;
+    bool                    sim1_started = false;
+    bool                    timed_out    = false;
+    int                     main_held    = 0;
+
+    static void on_sim0(const wsp_ggml_tensor * node, void * ud) {
+        auto * p = static_cast<OverlapProbe *>(ud);
+        if (node->op != WSP_GGML_OP_MUL_MAT) {
+            return;
+        }
+        std::unique_lock<std::mutex> lock(p->mutex);
+        p->main_held += 1;
+        if (!p->cv.wait_for(lock, std::chrono::seconds(20), [&] { return p->sim1_started; })) {
+            p->timed_out = true;
+        }
+    }
+    static void on_sim1(const wsp_ggml_tensor * node, void * ud) {
+        auto * p = static_cast<OverlapProbe *>(ud);
+        if (node->op != WSP_GGML_OP_MUL_MAT) {
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(p->mutex);
+            p->sim1_started = true;
+        }
+        p->cv.notify_all();
+    }
+};
+
+TEST(SchedSplitWeight, OtherDevicesComputeWhileTheMainDeviceDoesItsRows) {
+    ForeignAccessGuard        guard;
+    const std::vector<float>  split = { 1.0f, 1.0f, 0.0f, 0.0f };
+    SimBackends               be(2, 0);
+    constexpr int64_t         K = 64, ROWS = 96, M = 7;
+    wsp_ggml_context *        wctx = graph_ctx();
+    wsp_ggml_tensor *         w    = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, ROWS);
+    wsp_ggml_backend_buffer_t wbuf =
+        wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, wsp_ggml_backend_sim_split_buffer_type(0, split.data()));
+    wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    const std::vector<float> wv = random_values((size_t) (K * ROWS), 8);
+    wsp_ggml_backend_tensor_set(w, wv.data(), 0, wsp_ggml_nbytes(w));
+
+    wsp_ggml_context * ctx = graph_ctx();
+    wsp_ggml_tensor *  x   = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, K, M);
+    wsp_ggml_set_input(x);
+    wsp_ggml_tensor * h = wsp_ggml_scale(ctx, x, 2.0f); // on SIM0
+    wsp_ggml_tensor * y = wsp_ggml_mul_mat(ctx, w, h);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    wsp_ggml_backend_sched_t s = wsp_ggml_backend_sched_new(be.all().data(), nullptr, 3, 64, false, false);
+    wsp_ggml_backend_sched_set_tensor_backend(s, h, be.sim(0));
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g));
+    const std::vector<float> xv = random_values((size_t) (K * M), 9);
+    wsp_ggml_backend_tensor_set(x, xv.data(), 0, wsp_ggml_nbytes(x));
+
+    OverlapProbe probe;
+    wsp_ggml_backend_sim_set_kernel_hook(sim_dev(0), OverlapProbe::on_sim0, &probe);
+    wsp_ggml_backend_sim_set_kernel_hook(sim_dev(1), OverlapProbe::on_sim1, &probe);
+    const wsp_ggml_status status = wsp_ggml_backend_sched_graph_compute(s, g);
+    wsp_ggml_backend_sim_set_kernel_hook(sim_dev(0), nullptr, nullptr);
+    wsp_ggml_backend_sim_set_kernel_hook(sim_dev(1), nullptr, nullptr);
+    ASSERT_EQ(status, WSP_GGML_STATUS_SUCCESS);
+    EXPECT_EQ(probe.main_held, 1) << "SIM0 computes its rows with one mul_mat";
+    EXPECT_FALSE(probe.timed_out) << "SIM1's slice could not start while SIM0 computed its own";
+
+    std::vector<float> out((size_t) (ROWS * M));
+    wsp_ggml_backend_tensor_get(y, out.data(), 0, wsp_ggml_nbytes(y));
+    std::vector<double> ref((size_t) (ROWS * M));
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < ROWS; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                acc += (double) wv[(size_t) (n * K + k)] * 2.0 * xv[(size_t) (m * K + k)];
+            }
+            ref[(size_t) (m * ROWS + n)] = acc;
+        }
+    }
+    EXPECT_LT(nmse(out, ref), 1e-10);
+    wsp_ggml_backend_sched_free(s);
+    wsp_ggml_free(ctx);
+    wsp_ggml_backend_buffer_free(wbuf);
+    wsp_ggml_free(wctx);
+}
+
 } // namespace
 } // namespace wsp::test

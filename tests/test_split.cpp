@@ -64,6 +64,57 @@ TEST(SplitBufferType, ProcAddressNameAndCache) {
     EXPECT_EQ(split_buft({}, 7), nullptr); // not a device
 }
 
+// Note [one allocation per device]: the tensors of a context allocated in a split buffer take one
+// buffer per device, each holding that device's slices of every tensor, back to back
+TEST(SplitBufferType, OneAllocationPerDevicePerBuffer) {
+    wsp_ggml_backend_buffer_type_t buft = split_buft({ 0.5f, 0.25f, 0.25f, 0.0f });
+    std::vector<size_t>            buffers, memory;
+    for (int d = 0; d < SIM_DEVICES; ++d) {
+        buffers.push_back(wsp_ggml_backend_sim_buffer_count(sim_dev(d)));
+        memory.push_back(wsp_ggml_backend_sim_memory_used(sim_dev(d)));
+    }
+    wsp_ggml_init_params              p   = { 16 * wsp_ggml_tensor_overhead(), nullptr, true };
+    wsp_ggml_context *                ctx = wsp_ggml_init(p);
+    const int64_t                     k   = 64;
+    const int64_t                     n[] = { 40, 64, 17, 128, 33, 8 };
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t rows_of_w : n) {
+        wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F16, k, rows_of_w);
+        rows.push_back(expected_rows({ 0.5f, 0.25f, 0.25f, 0.0f }, rows_of_w, 1));
+    }
+    wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+    ASSERT_NE(buf, nullptr);
+    for (int d = 0; d < SIM_DEVICES; ++d) {
+        size_t want = 0;
+        for (const auto & r : rows) {
+            want += r[(size_t) d] == 0
+                        ? 0
+                        : WSP_GGML_PAD((size_t) r[(size_t) d] * wsp_ggml_row_size(WSP_GGML_TYPE_F16, k), 256);
+        }
+        EXPECT_EQ(wsp_ggml_backend_sim_buffer_count(sim_dev(d)) - buffers[(size_t) d], want > 0 ? 1u : 0u)
+            << "device " << d;
+        EXPECT_EQ(wsp_ggml_backend_sim_memory_used(sim_dev(d)) - memory[(size_t) d], want) << "device " << d;
+    }
+    // every tensor reads back what it was given
+    int seed = 0;
+    for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(ctx); t != nullptr; t = wsp_ggml_get_next_tensor(ctx, t)) {
+        const std::vector<uint8_t> data = random_bytes_of(WSP_GGML_TYPE_F16, k, t->ne[1], (uint32_t) (20 + seed++));
+        wsp_ggml_backend_tensor_set(t, data.data(), 0, data.size());
+    }
+    seed = 0;
+    for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(ctx); t != nullptr; t = wsp_ggml_get_next_tensor(ctx, t)) {
+        const std::vector<uint8_t> data = random_bytes_of(WSP_GGML_TYPE_F16, k, t->ne[1], (uint32_t) (20 + seed++));
+        std::vector<uint8_t>       back(data.size());
+        wsp_ggml_backend_tensor_get(t, back.data(), 0, back.size());
+        EXPECT_EQ(back, data) << t->ne[1] << " rows";
+    }
+    wsp_ggml_backend_buffer_free(buf);
+    wsp_ggml_free(ctx);
+    for (int d = 0; d < SIM_DEVICES; ++d) {
+        EXPECT_EQ(wsp_ggml_backend_sim_buffer_count(sim_dev(d)), buffers[(size_t) d]);
+    }
+}
+
 struct RowsCase {
     std::vector<float> split;
     wsp_ggml_type      type;

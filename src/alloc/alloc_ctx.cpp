@@ -5,6 +5,7 @@
 #include "ggml-backend-impl.h"
 
 #include "../core/impl.h"
+#include "../split/split_buffer.h"
 
 #include <vector>
 
@@ -40,6 +41,9 @@ bool alloc_span(wsp_ggml_context * ctx, wsp_ggml_backend_buffer_type_t buft, wsp
         return false;
     }
     buffers.push_back(buffer);
+    if (!wsp::split::reserve(buffer, ctx, first, last)) { // Note [one allocation per device]
+        return false;
+    }
     wsp_ggml_tallocr talloc = wsp_ggml_tallocr_new(buffer);
     for (wsp_ggml_tensor * t = first; t != last; t = wsp_ggml_get_next_tensor(ctx, t)) {
         if (needs_memory(t) && wsp_ggml_tallocr_alloc(&talloc, t) != WSP_GGML_STATUS_SUCCESS) {

@@ -75,12 +75,34 @@ struct wsp_ggml_backend_graph_copy failed_copy() {
     return { nullptr, nullptr, nullptr, nullptr };
 }
 
+// a tensor the graph reaches that is neither allocated nor a view: its copy would have no values
+// and could not be computed from
+const wsp_ggml_tensor * unallocated(wsp_ggml_cgraph * graph) {
+    for (int i = 0; i < graph->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = graph->nodes[i];
+        if (n->data == nullptr && n->view_src == nullptr && !wsp_ggml_is_empty(n)) {
+            return n;
+        }
+        for (const wsp_ggml_tensor * src : n->src) {
+            if (src != nullptr && src->data == nullptr && src->view_src == nullptr && !wsp_ggml_is_empty(src)) {
+                return src;
+            }
+        }
+    }
+    return nullptr;
+}
+
 } // namespace
 
 extern "C" {
 
 struct wsp_ggml_backend_graph_copy wsp_ggml_backend_graph_copy(wsp_ggml_backend_t       backend,
                                                                struct wsp_ggml_cgraph * graph) {
+    if (const wsp_ggml_tensor * t = unallocated(graph)) {
+        WSP_LOG_ERROR("%s: %s has no memory (allocate the graph before copying it); nothing was copied\n", __func__,
+                      wsp::describe(t).c_str());
+        return failed_copy();
+    }
     const size_t         max_tensors = graph->visited_hash_set.size + (size_t) graph->n_nodes + (size_t) graph->n_leafs;
     wsp_ggml_init_params params      = { max_tensors * wsp_ggml_tensor_overhead() +
                                              wsp_ggml_graph_overhead_custom((size_t) graph->size, false),

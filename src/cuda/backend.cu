@@ -47,11 +47,36 @@ void get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, siz
     }
 }
 
+// a tensor whose rows lie at one pitch: row r at data + r * nb[1] (dims 2-3 continue the rows)
+bool uniform_rows(const wsp_ggml_tensor * t) {
+    return t->nb[0] == wsp_ggml_type_size(t->type) && t->nb[2] == t->nb[1] * (size_t) t->ne[1] &&
+           t->nb[3] == t->nb[2] * (size_t) t->ne[2];
+}
+
+// the rows of src into the rows of dst (same shape, each at its own pitch), on stream ss
+bool copy_rows(const wsp_ggml_tensor * src, int from, wsp_ggml_tensor * dst, int to, cudaStream_t ss, int on) {
+    cudaMemcpy3DPeerParms p{};
+    const size_t          width  = wsp_ggml_row_size(src->type, src->ne[0]);
+    const size_t          height = (size_t) wsp_ggml_nrows(src);
+    p.srcPtr                     = make_cudaPitchedPtr(const_cast<void *>(src->data), src->nb[1], width, height);
+    p.dstPtr                     = make_cudaPitchedPtr(dst->data, dst->nb[1], width, height);
+    p.srcDevice                  = from;
+    p.dstDevice                  = to;
+    p.extent                     = make_cudaExtent(width, height, 1);
+    return WSP_CUDA_OK(cudaMemcpy3DPeerAsync(&p, ss), on);
+}
+
 // device to device between CUDA backends: on the source stream after its queued work; the
-// destination stream waits for it (Note [peer access] in device.cu)
+// destination stream waits for it (Note [peer access] in device.cu). Layouts may differ where
+// both sides are rows at a pitch (a split mul_mat's slice landing in the rows of its result):
+// a 2-D peer copy.
 bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
     if (!is_cuda_backend(src_b) || !is_cuda_backend(dst_b) || !is_cuda_buffer(storage_buffer(src)) ||
-        !is_cuda_buffer(storage_buffer(dst))) {
+        !is_cuda_buffer(storage_buffer(dst)) || src->type != dst->type || !wsp_ggml_are_same_shape(src, dst)) {
+        return false;
+    }
+    const bool contiguous = wsp_ggml_is_contiguous(src) && wsp_ggml_is_contiguous(dst);
+    if (!contiguous && !(uniform_rows(src) && uniform_rows(dst))) {
         return false;
     }
     BackendCtx & s  = backend_ctx(src_b);
@@ -63,11 +88,14 @@ bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggm
     const int    from  = physical_of(buffer_device(storage_buffer(src)));
     const int    to    = physical_of(buffer_device(storage_buffer(dst)));
     const size_t bytes = wsp_ggml_nbytes(src);
-    if (nccl::preferred(from, to, bytes) && nccl::copy(from, to, src->data, dst->data, bytes, ss, ds)) {
+    if (contiguous && nccl::preferred(from, to, bytes) && nccl::copy(from, to, src->data, dst->data, bytes, ss, ds)) {
         return true; // Note [NCCL transfers]: the receive on ds orders the destination's later work
     }
     DeviceGuard guard(s.physical);
-    if (!WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, bytes, ss), s.physical)) {
+    const bool  queued = contiguous
+                             ? WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, bytes, ss), s.physical)
+                             : copy_rows(src, from, dst, to, ss, s.physical);
+    if (!queued) {
         return false;
     }
     if (src_b != dst_b) {
@@ -140,6 +168,11 @@ void event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
 }
 
 void event_wait(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
+    if (e->device == nullptr || wsp_ggml_backend_dev_backend_reg(e->device) != reg()) {
+        // not a CUDA event (a sim device's, say): the stream cannot wait on it, the host does
+        wsp_ggml_backend_event_synchronize(e);
+        return;
+    }
     BackendCtx & ctx = backend_ctx(b);
     DeviceGuard  guard(ctx.physical);
     if (cudaStream_t s = ctx.stream()) {

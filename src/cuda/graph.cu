@@ -2,6 +2,7 @@
 
 #include "graph.cuh"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,17 +39,20 @@ GraphCache::Result GraphCache::run(cudaStream_t stream, const wsp_ggml_cgraph * 
         return Result::OFF;
     }
     std::vector<NodeKey> key = key_of(graph);
-    if (exec_ && key.size() == key_.size() && std::memcmp(key.data(), key_.data(), key.size() * sizeof(NodeKey)) == 0) {
-        return WSP_CUDA_OK(cudaGraphLaunch(exec_.get(), stream), physical_) ? Result::REPLAYED : Result::FAILED;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        const Entry & e = entries_[i];
+        if (e.key.size() == key.size() && std::memcmp(key.data(), e.key.data(), key.size() * sizeof(NodeKey)) == 0) {
+            std::rotate(entries_.begin(), entries_.begin() + (std::ptrdiff_t) i,
+                        entries_.begin() + (std::ptrdiff_t) i + 1);
+            return WSP_CUDA_OK(cudaGraphLaunch(entries_.front().exec.get(), stream), physical_) ? Result::REPLAYED
+                                                                                                : Result::FAILED;
+        }
     }
-    const Result r = record(stream, launch_all);
-    if (r == Result::RECORDED) {
-        key_ = std::move(key);
-    }
-    return r;
+    return record(stream, std::move(key), launch_all);
 }
 
-GraphCache::Result GraphCache::record(cudaStream_t stream, const std::function<bool()> & launch_all) {
+GraphCache::Result GraphCache::record(cudaStream_t stream, std::vector<NodeKey> key,
+                                      const std::function<bool()> & launch_all) {
     if (!WSP_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), physical_)) {
         enabled_ = false;
         return Result::OFF;
@@ -65,7 +69,7 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, const std::function<b
         WSP_LOG_WARN("CUDA: this graph cannot be recorded as a CUDA graph (%s); launching directly from now on\n",
                      end != cudaSuccess ? cudaGetErrorString(end) : "an op failed to launch while recording");
         enabled_ = false;
-        exec_.reset();
+        entries_.clear();
         return Result::OFF;
     }
     cudaGraphExec_t exec = nullptr;
@@ -73,10 +77,16 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, const std::function<b
     (void) cudaGraphDestroy(g);
     if (!ok) {
         enabled_ = false;
-        exec_.reset();
+        entries_.clear();
         return Result::OFF;
     }
-    exec_ = GraphExec(physical_, exec);
+    if (entries_.size() == CAPACITY) {
+        entries_.pop_back();
+    }
+    const size_t n_nodes = key.size();
+    entries_.insert(entries_.begin(), Entry{ std::move(key), GraphExec(physical_, exec) });
+    WSP_LOG_DEBUG("CUDA: recorded a CUDA graph of %zu nodes on GPU %d (%zu kept)\n", n_nodes, physical_,
+                  entries_.size());
     return WSP_CUDA_OK(cudaGraphLaunch(exec, stream), physical_) ? Result::RECORDED : Result::FAILED;
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 
 // Note [CUDA graphs]: with WSP_GGML_CUDA_GRAPHS=1 a backend records the launches of a graph into a
-// CUDA graph the first time it sees it and replays it while the graphs that follow are the same
-// (same nodes, ops, types, shapes, strides, data addresses and params: decoder steps on a reused
-// graph), recording again when they differ. If an op cannot be captured, the backend logs once
-// and launches directly from then on.
+// CUDA graph the first time it sees it and replays it whenever the same graph comes again (same
+// nodes, ops, types, shapes, strides, data addresses and params: decoder steps on a reused graph).
+// It keeps the last few graphs it recorded, so that a scheduler rotating through its pipeline
+// copies (whose addresses differ per copy, Note [copy rotation]) replays one per copy. If an op
+// cannot be captured, the backend logs once and launches directly from then on.
 
 #include "handles.cuh"
 
@@ -27,6 +28,8 @@ public:
         FAILED,   // launching failed; logged
     };
 
+    static constexpr size_t CAPACITY = 8; // graphs kept; the least recently used goes first
+
     explicit GraphCache(int physical);
 
     // launch_all enqueues every node on `stream` and returns false on failure
@@ -42,13 +45,17 @@ private:
         int32_t      params[WSP_GGML_MAX_OP_PARAMS / sizeof(int32_t)];
     };
 
-    static std::vector<NodeKey> key_of(const wsp_ggml_cgraph * graph);
-    Result                      record(cudaStream_t stream, const std::function<bool()> & launch_all);
+    struct Entry {
+        std::vector<NodeKey> key;
+        GraphExec            exec;
+    };
 
-    int                  physical_;
-    bool                 enabled_;
-    std::vector<NodeKey> key_;
-    GraphExec            exec_;
+    static std::vector<NodeKey> key_of(const wsp_ggml_cgraph * graph);
+    Result record(cudaStream_t stream, std::vector<NodeKey> key, const std::function<bool()> & launch_all);
+
+    int                physical_;
+    bool               enabled_;
+    std::vector<Entry> entries_; // most recently used first
 };
 
 } // namespace wsp::cuda

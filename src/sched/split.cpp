@@ -177,15 +177,18 @@ void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
         if (is_view_op(node)) {
             continue;
         }
-        const int           id = s.node_backend(i);
-        wsp::sched::Split * sp = &s.splits[(size_t) s.n_splits - 1];
-        if (id != sp->backend_id || after_gather || (!sp->inputs.empty() && foreign_weight(s, g, i, id))) {
+        const int                       id  = s.node_backend(i);
+        const wsp::sched::SplitMulMat * smm = s.split_mul_mat_of(node);
+        wsp::sched::Split *             sp  = &s.splits[(size_t) s.n_splits - 1];
+        // (a split mul_mat's node stays with the main device's rows just before it: they are a view of it)
+        if (id != sp->backend_id || after_gather ||
+            (smm == nullptr && !sp->inputs.empty() && foreign_weight(s, g, i, id))) {
             sp->i_end = i;
             start_split(s, w, id, i);
             sp           = &s.splits[(size_t) s.n_splits - 1];
             after_gather = false;
         }
-        if (const wsp::sched::SplitMulMat * smm = s.split_mul_mat_of(node)) {
+        if (smm != nullptr) {
             // the node is complete once the other devices' rows land: nothing may follow in this split
             sp->gathered = node;
             sp->gathers  = smm->gathers;

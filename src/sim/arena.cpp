@@ -88,6 +88,11 @@ void Arena::release(void * p) {
     free_.emplace(start, size);
 }
 
+size_t Arena::blocks() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return taken_.size();
+}
+
 size_t Arena::used() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return used_;

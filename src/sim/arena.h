@@ -36,6 +36,7 @@ public:
 
     size_t capacity() const { return capacity_; }
     size_t used() const;
+    size_t blocks() const; // allocations alive
 
 private:
     char *                   base_;    // device addresses: no access

@@ -346,6 +346,9 @@ wsp_ggml_backend_reg_t create_devices_once(int n_devices, size_t memory_mb) {
         const char * env = std::getenv("WSP_GGML_SIM_MEMORY_MB");
         memory_mb        = env && std::atoi(env) > 0 ? (size_t) std::atoi(env) : 1024;
     }
+    if (const char * checks = std::getenv("WSP_GGML_SIM_RACE_CHECKS"); checks != nullptr && std::atoi(checks) == 0) {
+        race::checker().set_enabled(false);
+    }
     if (!devices().empty()) {
         if ((int) devices().size() != n_devices) {
             WSP_LOG_ERROR("sim: %zu sim devices already exist; cannot make %d\n", devices().size(), n_devices);
@@ -491,6 +494,11 @@ wsp_ggml_backend_buffer_type_t wsp_ggml_backend_sim_split_buffer_type(int main_d
 size_t wsp_ggml_backend_sim_memory_used(wsp_ggml_backend_dev_t device) {
     Device * d = device_of(device);
     return d ? d->arena->used() : 0;
+}
+
+size_t wsp_ggml_backend_sim_buffer_count(wsp_ggml_backend_dev_t device) {
+    Device * d = device_of(device);
+    return d ? d->arena->blocks() : 0;
 }
 
 } // extern "C"

@@ -31,6 +31,17 @@ void Stream::enqueue(Command cmd) {
     work_cv_.notify_one();
 }
 
+bool Stream::run_if_idle(const std::function<void()> & fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!queue_.empty() || busy_) {
+        return false;
+    }
+    // as a command queued now that starts at once: the queuing thread's clock, then a tick
+    race::checker().begin_command(agent_, race::checker().release_host());
+    fn();
+    return true;
+}
+
 wsp_ggml_status Stream::synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
     idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
@@ -98,9 +109,9 @@ void Event::record(Stream & stream) {
         std::lock_guard<std::mutex> lock(state_->mutex);
         state_->latest = slot;
     }
-    auto      state = state_;
-    const int agent = stream.agent();
-    stream.enqueue([state, slot, agent](std::string &) {
+    auto      state    = state_;
+    const int agent    = stream.agent();
+    auto      complete = [state, slot, agent] {
         race::VectorClock clock = race::checker().clock_of(agent);
         {
             std::lock_guard<std::mutex> lock(state->mutex);
@@ -108,8 +119,13 @@ void Event::record(Stream & stream) {
             slot->done  = true;
         }
         state->cv.notify_all();
-        return true;
-    });
+    };
+    if (!stream.run_if_idle(complete)) {
+        stream.enqueue([complete](std::string &) {
+            complete();
+            return true;
+        });
+    }
 }
 
 void Event::wait(Stream & stream) {
@@ -123,6 +139,22 @@ void Event::wait(Stream & stream) {
     }
     auto      state = state_;
     const int agent = stream.agent();
+    // already complete and the stream idle: the stream's clock joins now
+    const bool joined = stream.run_if_idle([&] {
+        race::VectorClock clock;
+        {
+            std::lock_guard<std::mutex> lock(state->mutex);
+            if (!slot->done) {
+                return;
+            }
+            clock = slot->clock;
+        }
+        race::checker().acquire(agent, clock);
+        slot = nullptr;
+    });
+    if (joined && slot == nullptr) {
+        return;
+    }
     stream.enqueue([state, slot, agent](std::string &) {
         race::VectorClock clock;
         {

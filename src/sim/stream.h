@@ -46,6 +46,11 @@ public:
     void            enqueue(Command cmd);
     wsp_ggml_status synchronize();
 
+    // runs fn on the calling thread if the stream has nothing queued or running, and returns true;
+    // the stream starts nothing meanwhile (event records and waits complete at once on an idle
+    // stream, as on a GPU, without a round trip through the worker)
+    bool run_if_idle(const std::function<void()> & fn);
+
     const std::string & name() const { return name_; }
     int                 agent() const { return agent_; } // in race::checker()
 

@@ -31,10 +31,18 @@ struct BuftCtx {
     std::string            name;
 };
 
+// a device buffer that slices are carved from, in order
+struct Pool {
+    wsp_ggml_backend_buffer_t buffer = nullptr;
+    size_t                    used   = 0;
+};
+
 struct BufferCtx {
     BuftCtx *                                 buft;
     std::vector<std::unique_ptr<SplitTensor>> tensors;
     wsp_ggml_backend_buffer_usage             usage = WSP_GGML_BACKEND_BUFFER_USAGE_ANY;
+    std::vector<Pool>                         pools; // [device]: from reserve()
+    std::vector<wsp_ggml_backend_buffer_t>    owned; // every device buffer, pools included
 };
 
 // the handle's data pointers are never dereferenced; a fixed non-NULL base keeps them distinct
@@ -56,11 +64,34 @@ size_t slice_bytes(wsp_ggml_type type, int64_t ne0, int64_t rows) {
     return WSP_GGML_PAD(wsp_ggml_row_size(type, ne0) * (size_t) rows, SLICE_ALIGN);
 }
 
-void free_slices(SplitTensor & st) {
-    for (Slice & s : st.slices) {
-        wsp_ggml_backend_buffer_free(s.buffer);
+void free_owned(BufferCtx & ctx) {
+    for (wsp_ggml_backend_buffer_t b : ctx.owned) {
+        wsp_ggml_backend_buffer_free(b);
     }
-    st.slices.clear();
+    ctx.owned.clear();
+    ctx.pools.clear();
+    ctx.tensors.clear();
+}
+
+// memory for `bytes` of a slice on device d: from the device's pool where it has room, else a
+// buffer of its own; NULL (logged by the device) when the device has no memory left
+wsp_ggml_backend_buffer_t carve(BufferCtx & ctx, size_t d, size_t bytes, void ** data) {
+    if (d < ctx.pools.size() && ctx.pools[d].buffer != nullptr &&
+        ctx.pools[d].used + bytes <= wsp_ggml_backend_buffer_get_size(ctx.pools[d].buffer)) {
+        Pool & p = ctx.pools[d];
+        *data    = static_cast<char *>(wsp_ggml_backend_buffer_get_base(p.buffer)) + p.used;
+        p.used += bytes;
+        return p.buffer;
+    }
+    wsp_ggml_backend_dev_t    dev = wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d);
+    wsp_ggml_backend_buffer_t sub = wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_dev_buffer_type(dev), bytes);
+    if (sub == nullptr) {
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_set_usage(sub, ctx.usage);
+    ctx.owned.push_back(sub);
+    *data = wsp_ggml_backend_buffer_get_base(sub);
+    return sub;
 }
 
 //
@@ -68,9 +99,7 @@ void free_slices(SplitTensor & st) {
 //
 
 void buf_free(wsp_ggml_backend_buffer_t b) {
-    for (auto & t : buf_ctx(b).tensors) {
-        free_slices(*t);
-    }
+    free_owned(buf_ctx(b));
     delete &buf_ctx(b);
 }
 
@@ -96,16 +125,14 @@ wsp_ggml_status buf_init_tensor(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t
         if (rows == 0) {
             continue;
         }
-        wsp_ggml_backend_dev_t    dev = wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d);
-        wsp_ggml_backend_buffer_t sub = wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_dev_buffer_type(dev),
-                                                                           slice_bytes(t->type, t->ne[0], rows));
+        void *                    data = nullptr;
+        wsp_ggml_backend_buffer_t sub  = carve(ctx, d, slice_bytes(t->type, t->ne[0], rows), &data);
         if (sub == nullptr) {
             WSP_LOG_ERROR("split buffer: cannot allocate rows [%lld, %lld) of %s on %s\n", (long long) ranges[d].first,
-                          (long long) ranges[d].second, describe(t).c_str(), wsp_ggml_backend_dev_name(dev));
-            free_slices(*st);
+                          (long long) ranges[d].second, describe(t).c_str(),
+                          wsp_ggml_backend_dev_name(wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d)));
             return WSP_GGML_STATUS_ALLOC_FAILED;
         }
-        wsp_ggml_backend_buffer_set_usage(sub, ctx.usage);
         Slice s{ (int) d, ranges[d].first, ranges[d].second, sub, {} };
         s.tensor.type   = t->type;
         s.tensor.ne[0]  = t->ne[0];
@@ -118,8 +145,9 @@ wsp_ggml_status buf_init_tensor(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t
         s.tensor.nb[3]  = s.tensor.nb[2];
         s.tensor.op     = WSP_GGML_OP_NONE;
         s.tensor.buffer = sub;
-        s.tensor.data   = wsp_ggml_backend_buffer_get_base(sub);
-        std::snprintf(s.tensor.name, sizeof(s.tensor.name), "%.50s#%s", t->name, wsp_ggml_backend_dev_name(dev));
+        s.tensor.data   = data;
+        std::snprintf(s.tensor.name, sizeof(s.tensor.name), "%.50s#%s", t->name,
+                      wsp_ggml_backend_dev_name(wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d)));
         st->slices.push_back(s);
     }
     t->extra = st.get();
@@ -169,18 +197,28 @@ void buf_memset(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, uint8_t v, size_
 }
 
 void buf_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
-    for (auto & t : buf_ctx(b).tensors) {
-        for (Slice & s : t->slices) {
-            wsp_ggml_backend_buffer_clear(s.buffer, v);
-        }
+    for (wsp_ggml_backend_buffer_t sub : buf_ctx(b).owned) {
+        wsp_ggml_backend_buffer_clear(sub, v);
     }
 }
 
+// the tensors go; the device memory of a reservation stays for the tensors placed next
 void buf_reset(wsp_ggml_backend_buffer_t b) {
-    for (auto & t : buf_ctx(b).tensors) {
-        free_slices(*t);
+    BufferCtx &                            ctx = buf_ctx(b);
+    std::vector<wsp_ggml_backend_buffer_t> keep;
+    for (Pool & p : ctx.pools) {
+        p.used = 0;
+        if (p.buffer != nullptr) {
+            keep.push_back(p.buffer);
+        }
     }
-    buf_ctx(b).tensors.clear();
+    for (wsp_ggml_backend_buffer_t sub : ctx.owned) {
+        if (std::find(keep.begin(), keep.end(), sub) == keep.end()) {
+            wsp_ggml_backend_buffer_free(sub);
+        }
+    }
+    ctx.owned = keep;
+    ctx.tensors.clear();
 }
 
 const wsp_ggml_backend_buffer_i split_buffer_iface = {
@@ -303,11 +341,46 @@ wsp_ggml_backend_dev_t main_device(wsp_ggml_backend_buffer_type_t buft) {
 
 void set_usage(wsp_ggml_backend_buffer_t buffer, wsp_ggml_backend_buffer_usage usage) {
     buf_ctx(buffer).usage = usage;
-    for (auto & t : buf_ctx(buffer).tensors) {
-        for (Slice & s : t->slices) {
-            wsp_ggml_backend_buffer_set_usage(s.buffer, usage);
+    for (wsp_ggml_backend_buffer_t sub : buf_ctx(buffer).owned) {
+        wsp_ggml_backend_buffer_set_usage(sub, usage);
+    }
+}
+
+bool reserve(wsp_ggml_backend_buffer_t buffer, wsp_ggml_context * ctx, wsp_ggml_tensor * first,
+             wsp_ggml_tensor * last) {
+    if (!is_split_buffer(buffer)) {
+        return true;
+    }
+    BufferCtx &         bc = buf_ctx(buffer);
+    std::vector<size_t> need(n_devices(*bc.buft), 0);
+    for (wsp_ggml_tensor * t = first; t != last; t = wsp_ggml_get_next_tensor(ctx, t)) {
+        if (t->data != nullptr || t->view_src != nullptr) {
+            continue;
+        }
+        const auto ranges = row_ranges(buffer->buft, t->type, t->ne[1]);
+        for (size_t d = 0; d < ranges.size(); ++d) {
+            const int64_t rows = ranges[d].second - ranges[d].first;
+            need[d] += rows > 0 ? slice_bytes(t->type, t->ne[0], rows) : 0;
         }
     }
+    bc.pools.assign(need.size(), Pool{});
+    for (size_t d = 0; d < need.size(); ++d) {
+        if (need[d] == 0) {
+            continue;
+        }
+        wsp_ggml_backend_dev_t    dev = wsp_ggml_backend_reg_dev_get(bc.buft->reg, d);
+        wsp_ggml_backend_buffer_t sub =
+            wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_dev_buffer_type(dev), need[d]);
+        if (sub == nullptr) {
+            WSP_LOG_ERROR("split buffer: %s cannot hold its share (%zu bytes) of the split tensors\n",
+                          wsp_ggml_backend_dev_name(dev), need[d]);
+            return false;
+        }
+        wsp_ggml_backend_buffer_set_usage(sub, bc.usage);
+        bc.owned.push_back(sub);
+        bc.pools[d].buffer = sub;
+    }
+    return true;
 }
 
 wsp_ggml_backend_buffer_type_t buffer_type(wsp_ggml_backend_reg_t reg, int main, const float * tensor_split,

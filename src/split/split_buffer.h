@@ -19,7 +19,7 @@ struct Slice {
     int                       device;    // index in the reg
     int64_t                   row_begin; // rows [row_begin, row_end) of the full tensor
     int64_t                   row_end;
-    wsp_ggml_backend_buffer_t buffer; // this device's memory for the slice
+    wsp_ggml_backend_buffer_t buffer; // the device buffer holding the slice (owned by the split buffer)
     wsp_ggml_tensor           tensor; // the slice as an ordinary tensor on that device
 };
 
@@ -40,6 +40,13 @@ WSP_INTERNAL_API const SplitTensor * split_of(const wsp_ggml_tensor * t);
 
 // the main device of a split buffer type
 WSP_INTERNAL_API wsp_ggml_backend_dev_t main_device(wsp_ggml_backend_buffer_type_t buft);
+
+// Note [one allocation per device]: a split buffer that is about to receive the tensors
+// [first, last) of a context (wsp_ggml_backend_alloc_ctx_tensors does this) allocates, on each
+// device, one buffer for all their slices; tensors that come otherwise get a buffer per device
+// each. Returns false, logged, when a device cannot hold its share.
+WSP_INTERNAL_API bool reserve(wsp_ggml_backend_buffer_t buffer, wsp_ggml_context * ctx, wsp_ggml_tensor * first,
+                              wsp_ggml_tensor * last);
 
 // applies a usage to the per-device buffers (weights usage steers the scheduler)
 WSP_INTERNAL_API void set_usage(wsp_ggml_backend_buffer_t buffer, wsp_ggml_backend_buffer_usage usage);
