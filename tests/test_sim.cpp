@@ -1,26 +1,23 @@
 // Sim devices: registration and properties, the memory arena and its limit, buffers, async
-// copies, compute with CPU kernels, the foreign-memory check, fault injection and delays.
+// copies, compute with CPU kernels, the foreign-memory check, fault injection and delays; and
+// what makes them stricter than a GPU: device addresses fault on the host, new memory is NaN,
+// kernels bind their nodes when queued, unordered accesses are caught and named, seeded delays.
 
+#include "backend_util.h"
+#include "sim/stream.h"
 #include "sim_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 
 namespace wsp::test {
 namespace {
-
-struct LogCapture {
-    std::string text;
-    LogCapture() {
-        wsp_ggml_log_set(
-            [](wsp_ggml_log_level, const char * t, void * ud) { static_cast<LogCapture *>(ud)->text += t; }, this);
-    }
-    ~LogCapture() { wsp_ggml_log_set(nullptr, nullptr); }
-};
 
 // a context of small F32 tensors allocated in one buffer type
 struct Tensors {
@@ -70,7 +67,7 @@ TEST(Sim, RegistrationAndProperties) {
     LogCapture log;
     EXPECT_EQ(wsp_ggml_backend_sim_register(SIM_DEVICES, 256), reg);
     EXPECT_EQ(wsp_ggml_backend_sim_register(2, 256), reg);
-    EXPECT_NE(log.text.find("already exist"), std::string::npos);
+    EXPECT_NE(log.text().find("already exist"), std::string::npos);
 }
 
 TEST(Sim, MemoryArenaHasALimit) {
@@ -84,7 +81,7 @@ TEST(Sim, MemoryArenaHasALimit) {
     {
         LogCapture log;
         EXPECT_EQ(wsp_ggml_backend_buft_alloc_buffer(buft, 100u << 20), nullptr);
-        EXPECT_NE(log.text.find("out of memory"), std::string::npos) << log.text;
+        EXPECT_NE(log.text().find("out of memory"), std::string::npos) << log.text();
     }
     size_t free_mem = 0, total = 0;
     wsp_ggml_backend_dev_memory(sim_dev(2), &free_mem, &total);
@@ -181,8 +178,8 @@ TEST(Sim, ForeignMemoryIsCaughtAndNamed) {
         wsp_ggml_cgraph * g = wsp_ggml_new_graph(t0.ctx);
         wsp_ggml_build_forward_expand(g, reads_b);
         EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_FAILED);
-        EXPECT_NE(log.text.find("on SIM0 reads"), std::string::npos) << log.text;
-        EXPECT_NE(log.text.find("lives in SIM1"), std::string::npos) << log.text;
+        EXPECT_NE(log.text().find("on SIM0 reads"), std::string::npos) << log.text();
+        EXPECT_NE(log.text().find("lives in SIM1"), std::string::npos) << log.text();
     }
     EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), before + 1);
     {
@@ -190,7 +187,7 @@ TEST(Sim, ForeignMemoryIsCaughtAndNamed) {
         wsp_ggml_cgraph * g = wsp_ggml_new_graph(t0.ctx);
         wsp_ggml_build_forward_expand(g, reads_h);
         EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_FAILED);
-        EXPECT_NE(log.text.find("lives in host memory"), std::string::npos) << log.text;
+        EXPECT_NE(log.text().find("lives in host memory"), std::string::npos) << log.text();
     }
     EXPECT_EQ(wsp_ggml_backend_sim_foreign_accesses(), before + 2);
 }
@@ -246,6 +243,172 @@ TEST(Sim, DelayMakesWorkAsynchronous) {
     const double total_ms = std::chrono::duration<double, std::milli>(done - t0).count();
     EXPECT_LT(queue_ms, 15.0);
     EXPECT_GE(total_ms, 19.0);
+    EXPECT_EQ(read(y), (std::vector<float>{ 2, 4, 6, 8 }));
+}
+
+// Device addresses are not host memory: host code that dereferences one faults, as it would on
+// a GPU (the bytes are reached through the buffer and backend interfaces only)
+TEST(SimStrict, DeviceAddressesFaultOnTheHost) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(16);
+    t.alloc(wsp_ggml_backend_dev_buffer_type(sim_dev(0)));
+    const std::vector<float> v(16, 1.5f);
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, wsp_ggml_nbytes(x));
+    EXPECT_EQ(read(x), v);
+    EXPECT_DEATH(
+        {
+            volatile float f = *static_cast<const volatile float *>(x->data);
+            (void) f;
+        },
+        "");
+}
+
+// new memory, and memory another buffer had, reads as NaN until written
+TEST(SimStrict, NewAndReusedMemoryIsNaN) {
+    wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_dev_buffer_type(sim_dev(2));
+    for (int round = 0; round < 2; ++round) {
+        Tensors           t;
+        wsp_ggml_tensor * x = t.vec(1000);
+        t.alloc(buft);
+        for (float f : read(x)) {
+            ASSERT_TRUE(std::isnan(f)) << "round " << round;
+        }
+        const std::vector<float> v(1000, 2.0f);
+        wsp_ggml_backend_tensor_set(x, v.data(), 0, wsp_ggml_nbytes(x)); // then freed: the next round reuses it
+    }
+}
+
+// A kernel binds its nodes when queued: changing the graph afterwards (a source, a parameter)
+// does not change what the queued kernel computes, as with a CUDA launch
+TEST(SimStrict, KernelsBindTheirNodesWhenQueued) {
+    ForeignAccessGuard guard;
+    SimBackends        be(1, 0);
+    Tensors            t;
+    wsp_ggml_tensor *  x = t.vec(8);
+    wsp_ggml_tensor *  w = t.vec(8);
+    wsp_ggml_tensor *  y = wsp_ggml_scale(t.ctx, x, 2.0f);
+    t.alloc(wsp_ggml_backend_dev_buffer_type(sim_dev(0)));
+    const std::vector<float> vx(8, 1.0f), vw(8, 10.0f);
+    wsp_ggml_backend_tensor_set(x, vx.data(), 0, wsp_ggml_nbytes(x));
+    wsp_ggml_backend_tensor_set(w, vw.data(), 0, wsp_ggml_nbytes(w));
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    {
+        StreamGate gate(be.sim(0));
+        gate.close();
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+        y->src[0]         = w; // after the launch: not seen by it
+        const float three = 3.0f;
+        std::memcpy(y->op_params, &three, sizeof(three));
+        gate.open();
+        wsp_ggml_backend_synchronize(be.sim(0));
+    }
+    EXPECT_EQ(read(y), std::vector<float>(8, 2.0f));
+    ASSERT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_SUCCESS); // a new launch sees them
+    EXPECT_EQ(read(y), std::vector<float>(8, 30.0f));
+}
+
+// Two streams of one device: a kernel on the second reads what a kernel on the first writes.
+// Without an event between them the checker fails the second command, naming both; with a
+// record and a wait it passes. Either way the kernels ran.
+TEST(SimStrict, UnorderedAccessesAreCaughtAndNamed) {
+    SimBackends       be({ 1, 1 }, 0, 1);
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(64);
+    wsp_ggml_tensor * y = wsp_ggml_scale(t.ctx, x, 2.0f);
+    wsp_ggml_tensor * z = wsp_ggml_scale(t.ctx, y, 5.0f);
+    wsp_ggml_set_name(y, "producer");
+    wsp_ggml_set_name(z, "consumer");
+    t.alloc(wsp_ggml_backend_dev_buffer_type(sim_dev(1)));
+    const std::vector<float> vx = random_values(64, 3);
+    wsp_ggml_backend_tensor_set(x, vx.data(), 0, wsp_ggml_nbytes(x));
+    wsp_ggml_cgraph * gy = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(gy, y);
+    wsp_ggml_cgraph * gz = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_graph_add_node(gz, z);
+    {
+        const size_t races = wsp_ggml_backend_sim_races();
+        LogCapture   log;
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(0), gy), WSP_GGML_STATUS_SUCCESS);
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(1), gz), WSP_GGML_STATUS_SUCCESS);
+        const wsp_ggml_status s0 = wsp_ggml_backend_graph_compute(be.sim(0), wsp_ggml_new_graph(t.ctx));
+        const wsp_ggml_status s1 = wsp_ggml_backend_graph_compute(be.sim(1), wsp_ggml_new_graph(t.ctx));
+        EXPECT_EQ(wsp_ggml_backend_sim_races(), races + 1);
+        EXPECT_TRUE(s0 == WSP_GGML_STATUS_FAILED || s1 == WSP_GGML_STATUS_FAILED) << "the stream that saw it fails";
+        EXPECT_TRUE(log.contains("'producer'")) << log.text();
+        EXPECT_TRUE(log.contains("'consumer'")) << log.text();
+        EXPECT_TRUE(log.contains("not ordered")) << log.text();
+    }
+    ForeignAccessGuard         guard; // from here on: no race
+    wsp_ggml_backend_event_ptr e(wsp_ggml_backend_event_new(sim_dev(1)));
+    ASSERT_EQ(wsp_ggml_backend_graph_compute_async(be.sim(0), gy), WSP_GGML_STATUS_SUCCESS);
+    wsp_ggml_backend_event_record(e.get(), be.sim(0));
+    wsp_ggml_backend_event_wait(be.sim(1), e.get());
+    ASSERT_EQ(wsp_ggml_backend_graph_compute(be.sim(1), gz), WSP_GGML_STATUS_SUCCESS);
+    wsp_ggml_backend_synchronize(be.sim(0));
+    std::vector<float> out = read(z);
+    for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_FLOAT_EQ(out[i], 10.0f * vx[i]);
+    }
+}
+
+// the host reading device bytes that queued work writes, without a synchronize, is a race too
+TEST(SimStrict, AHostReadBeforeTheWriteIsDoneIsARace) {
+    SimBackends       be(1, 0);
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(32);
+    t.alloc(wsp_ggml_backend_dev_buffer_type(sim_dev(0)));
+    const std::vector<float> v(32, 4.0f);
+    const size_t             races = wsp_ggml_backend_sim_races();
+    {
+        StreamGate gate(be.sim(0));
+        gate.close();
+        wsp_ggml_backend_tensor_set_async(be.sim(0), x, v.data(), 0, wsp_ggml_nbytes(x));
+        LogCapture log;
+        (void) read(x); // the write is still queued
+        gate.open();
+        wsp_ggml_backend_synchronize(be.sim(0));
+        EXPECT_TRUE(log.contains("host thread: tensor_get")) << log.text();
+    }
+    EXPECT_EQ(wsp_ggml_backend_sim_races(), races + 1);
+    EXPECT_EQ(read(x), v); // after the synchronize: ordered
+    EXPECT_EQ(wsp_ggml_backend_sim_races(), races + 1);
+}
+
+// Note [seeded delays]: the random delays of a stream are a sequence fixed by the seed and the
+// stream: the same again for the same pair, another for another seed or stream, within bounds
+TEST(SimStrict, SeededDelaysRepeatForASeed) {
+    auto draw = [](uint32_t seed, int stream) {
+        sim::DelaySequence d(seed, stream);
+        std::vector<int>   v;
+        for (int i = 0; i < 64; ++i) {
+            v.push_back(d.next(1000));
+        }
+        return v;
+    };
+    const std::vector<int> a = draw(7, 0);
+    EXPECT_EQ(draw(7, 0), a);
+    EXPECT_NE(draw(8, 0), a);
+    EXPECT_NE(draw(7, 1), a);
+    EXPECT_EQ(*std::min_element(a.begin(), a.end()) >= 0 && *std::max_element(a.begin(), a.end()) <= 1000, true);
+    EXPECT_GT(*std::max_element(a.begin(), a.end()), *std::min_element(a.begin(), a.end()));
+    sim::DelaySequence none(7, 0);
+    EXPECT_EQ(none.next(0), 0);
+
+    // with delays on, the device still computes right
+    SimBackends       be(std::vector<int>{ 3 }, 0, 1);
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(4);
+    wsp_ggml_tensor * y = wsp_ggml_scale(t.ctx, x, 2.0f);
+    t.alloc(wsp_ggml_backend_dev_buffer_type(sim_dev(3)));
+    const std::vector<float> v = { 1, 2, 3, 4 };
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, sizeof(float) * 4);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    wsp_ggml_backend_sim_set_jitter_us(sim_dev(3), 500, 11);
+    EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    wsp_ggml_backend_sim_set_jitter_us(sim_dev(3), 0, 0);
     EXPECT_EQ(read(y), (std::vector<float>{ 2, 4, 6, 8 }));
 }
 

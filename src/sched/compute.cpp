@@ -12,8 +12,9 @@ namespace {
 using Sched = wsp_ggml_backend_sched;
 
 // Note [split events]: three kinds of events per backend order the work.
-//  - progress[B] is recorded after every split of B: a backend that must come after B's work so
-//    far waits for it (Note [split waits]).
+//  - progress[B] is recorded after every split of B, after a copy queued on B's stream (as the
+//    source), and when an evaluation starts: a backend that must come after B's work so far waits
+//    for it (Note [split waits]).
 //  - ready[B] is recorded before a split's copies and compute, once B's waits are queued: what B
 //    did before no longer needs the memory this split's input copies and gathered rows land
 //    in, so the streams that copy there wait for it.
@@ -35,6 +36,13 @@ void order_after(int b, wsp_ggml_backend_event_t e, Sched & s) {
         wsp_ggml_backend_event_wait(s.backends[b], e);
     } else {
         wsp_ggml_backend_event_synchronize(e);
+    }
+}
+
+// everything queued on p's stream so far is what progress[p] stands for
+void mark_progress(Sched & s, int p) {
+    if (wsp_ggml_backend_event_t e = s.progress[(size_t) p]) {
+        wsp_ggml_backend_event_record(e, s.backends[p]);
     }
 }
 
@@ -78,12 +86,14 @@ void copy_input(Sched & s, int b, wsp_ggml_tensor * input) {
     } else {
         s.sync_backend(b);
     }
-    if (dst_backend->iface.cpy_tensor_async == nullptr ||
-        !dst_backend->iface.cpy_tensor_async(src_backend, dst_backend, input, cpy)) {
-        s.sync_backend(src_id);
-        host_wait(s, b, free_slot);
-        wsp_ggml_backend_tensor_copy(input, cpy);
+    if (dst_backend->iface.cpy_tensor_async != nullptr &&
+        dst_backend->iface.cpy_tensor_async(src_backend, dst_backend, input, cpy)) {
+        mark_progress(s, src_id);
+        return;
     }
+    s.sync_backend(src_id);
+    host_wait(s, b, free_slot);
+    wsp_ggml_backend_tensor_copy(input, cpy);
 }
 
 // a device's rows of a split mul_mat land in the user's node on backend b (the main device)
@@ -97,6 +107,7 @@ void land_rows(Sched & s, int b, const wsp::sched::Gather & g) {
     }
     if (dst_backend->iface.cpy_tensor_async != nullptr &&
         dst_backend->iface.cpy_tensor_async(src_backend, dst_backend, g.slice, g.rows)) {
+        mark_progress(s, g.backend);
         return;
     }
     // no 2-D copy between these backends: row by row through the host
@@ -194,9 +205,7 @@ wsp_ggml_status run_split(Sched & s, wsp::sched::Split & sp, bool & stop) {
     if (sp.gathered != nullptr && s.callback_eval != nullptr) {
         status = observe_gathered(s, b, sp.gathered, stop);
     }
-    if (wsp_ggml_backend_event_t e = s.progress[(size_t) b]) {
-        wsp_ggml_backend_event_record(e, backend);
-    }
+    mark_progress(s, b);
     return status;
 }
 
@@ -204,6 +213,10 @@ wsp_ggml_status run_split(Sched & s, wsp::sched::Split & sp, bool & stop) {
 
 wsp_ggml_status wsp_ggml_backend_sched::compute_splits() {
     apply_edits(); // undone by synchronize_all; the backends bind what they queue
+    // what the caller queued since the last evaluation (reads of its outputs) counts as progress
+    for (int b = 0; b < n_backends; ++b) {
+        mark_progress(*this, b);
+    }
     std::vector<bool> used((size_t) n_backends, false);
     wsp_ggml_status   status = WSP_GGML_STATUS_SUCCESS;
     for (int k = 0; k < n_splits && status == WSP_GGML_STATUS_SUCCESS; ++k) {

@@ -67,7 +67,8 @@ bool foreign_weight(Sched & s, wsp_ggml_cgraph * g, int i, int cur) {
 //  - Backends with the same buffer type share one compute buffer (gallocr), whose memory is
 //    reused across them; so their splits run in one chain: each waits for the previous split of
 //    its group if that ran on another backend, and the first split of an evaluation waits for
-//    the group's last split of the evaluation before (the memory is reused across evaluations too).
+//    every backend of the group, as they stand when the evaluation starts (the memory is reused
+//    across evaluations too, and the caller may have queued reads of outputs there since).
 //  - A backend that reads a buffer of another group in place waits for that backend's work so
 //    far (the producer), and that backend's next split waits for the reader (its memory may be
 //    reused then), next evaluation included.
@@ -156,7 +157,7 @@ void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
     WaitState w;
     w.group.resize((size_t) s.n_backends);
     for (int b = 0; b < s.n_backends; ++b) {
-        int first = b;
+        int first = 0;
         while (s.bufts[first] != s.bufts[b]) {
             ++first;
         }
@@ -202,14 +203,20 @@ void cut_splits(Sched & s, wsp_ggml_cgraph * g) {
     }
     s.splits[(size_t) s.n_splits - 1].i_end = g->n_nodes;
 
-    // the next evaluation's first split of each group waits for this one's last (and its readers)
+    // an evaluation's first split of each group waits for every backend of the group (what the
+    // evaluation before queued there, and what the caller queued since: reads of outputs), and
+    // for the readers of its memory left from the end of the graph
     for (int gr = 0; gr < s.n_backends; ++gr) {
         const int k = w.first_split[(size_t) gr];
         if (k < 0) {
             continue;
         }
         wsp::sched::Split & sp = s.splits[(size_t) k];
-        add_wait(sp, w.last[(size_t) gr]);
+        for (int b = 0; b < s.n_backends; ++b) {
+            if (w.group[(size_t) b] == gr) {
+                add_wait(sp, b);
+            }
+        }
         take_readers(w, sp);
     }
 }
@@ -286,7 +293,9 @@ void build_copy_graph(Sched & s, wsp_ggml_cgraph * g) {
         }
     }
     for (int i = 0; i < g->n_leafs; ++i) {
-        push_leaf(s, g->leafs[i], s.tensor_backend[s.leaf_slots[(size_t) i]]);
+        // a leaf no node reads and nothing placed (an unused input) goes with the CPU
+        const int b = s.tensor_backend[s.leaf_slots[(size_t) i]];
+        push_leaf(s, g->leafs[i], b >= 0 ? b : s.n_backends - 1);
     }
     s.graph         = {};
     s.graph.size    = (int) std::max(s.copy_nodes.size(), s.copy_leafs.size());

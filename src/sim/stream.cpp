@@ -10,7 +10,7 @@ namespace wsp::sim {
 
 Stream::Stream(std::string name, int index, const Delays & delays)
     : name_(std::move(name)), index_(index), agent_(race::checker().new_stream_agent()), delays_(delays),
-      worker_([this] { run(); }) {}
+      jitter_(delays.seed.load(), index), jitter_seed_(delays.seed.load()), worker_([this] { run(); }) {}
 
 Stream::~Stream() {
     {
@@ -62,11 +62,11 @@ void Stream::sleep_before_command() {
     const int jitter = delays_.jitter_us.load(std::memory_order_relaxed);
     if (jitter > 0) {
         const uint32_t seed = delays_.seed.load(std::memory_order_relaxed);
-        if (seed != rng_seed_) {
-            rng_seed_ = seed;
-            rng_.seed(seed * 2654435761u + (uint32_t) index_ * 40503u + 1u);
+        if (seed != jitter_seed_) {
+            jitter_seed_ = seed;
+            jitter_      = DelaySequence(seed, index_);
         }
-        us += (int) (rng_() % (uint32_t) (jitter + 1));
+        us += jitter_.next(jitter);
     }
     if (us > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(us));

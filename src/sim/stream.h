@@ -10,6 +10,7 @@
 
 #include "ggml.h"
 
+#include "../core/log.h"
 #include "../race/race.h"
 
 #include <atomic>
@@ -29,6 +30,17 @@ struct Delays {
     std::atomic<int>      fixed_us{ 0 };  // before every command
     std::atomic<int>      jitter_us{ 0 }; // plus a random 0..jitter_us, from the seed
     std::atomic<uint32_t> seed{ 0 };
+};
+
+// the random delays before the commands of one stream: a sequence fixed by the device's seed
+// and the stream's index (Note [seeded delays])
+class WSP_INTERNAL_API DelaySequence {
+public:
+    DelaySequence(uint32_t seed, int stream_index) : rng_(seed * 2654435761u + (uint32_t) stream_index * 40503u + 1u) {}
+    int next(int max_us) { return max_us > 0 ? (int) (rng_() % (uint32_t) (max_us + 1)) : 0; }
+
+private:
+    std::mt19937 rng_;
 };
 
 class Stream {
@@ -67,8 +79,8 @@ private:
     int                     index_;
     int                     agent_;
     const Delays &          delays_;
-    std::mt19937            rng_;
-    uint32_t                rng_seed_ = 0;
+    DelaySequence           jitter_{ 0, 0 };
+    uint32_t                jitter_seed_ = 0;
     std::mutex              mutex_;
     std::condition_variable work_cv_;
     std::condition_variable idle_cv_;
