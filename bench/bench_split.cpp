@@ -8,7 +8,9 @@
 // Reports the time per evaluation, the bytes the devices copied per evaluation (activations to
 // each device holding rows, slices of y back to the main device) and the splits. Each sim device
 // runs the CPU kernels on one thread of its own, so n devices can overlap up to the machine's
-// cores (2 in CI: 4 devices share them).
+// cores (2 in CI: 4 devices share them). The peer: the same mul_mat on the CPU backend with 1
+// and 2 threads, in the same run: the machine's own two-core scaling of that kernel, which bounds
+// what two sim devices can reach.
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -107,9 +109,35 @@ void BM_split_from_main(benchmark::State & state) {
     run(state, { WSP_GGML_TYPE_F32, 1024, 1024, 128, true });
 }
 
+// the ceiling: the CPU backend's own scaling from 1 to n threads on the from_main mul_mat
+void BM_cpu_threads(benchmark::State & state) {
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_cpu_set_n_threads(cpu, (int) state.range(0));
+    wsp_ggml_init_params p   = { 8 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true };
+    wsp_ggml_context *   ctx = wsp_ggml_init(p);
+    wsp_ggml_tensor *    w   = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 1024, 1024);
+    wsp_ggml_tensor *    x   = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 1024, 128);
+    wsp_ggml_tensor *    y   = wsp_ggml_mul_mat(ctx, w, x);
+    wsp_ggml_cgraph *    g   = wsp_ggml_new_graph(ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_alloc_ctx_tensors(ctx, cpu);
+    std::vector<float>        v((size_t) 1024 * 1024, 0.01f);
+    wsp_ggml_backend_tensor_set(w, v.data(), 0, wsp_ggml_nbytes(w));
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, wsp_ggml_nbytes(x));
+    for (auto _ : state) {
+        wsp_ggml_backend_graph_compute(cpu, g);
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * 1024 * 1024 * 128 * (double) state.iterations() * 1e-9, benchmark::Counter::kIsRate);
+    wsp_ggml_backend_buffer_free(buf);
+    wsp_ggml_free(ctx);
+    wsp_ggml_backend_free(cpu);
+}
+
 BENCHMARK(BM_split_from_host)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 // Arg(0): the same graph with W whole on SIM0, the reference the split is measured against
 BENCHMARK(BM_split_from_main)->Arg(0)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_cpu_threads)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 } // namespace
 

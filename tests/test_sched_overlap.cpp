@@ -4,6 +4,7 @@
 // that streams run far behind the host and behind each other.
 
 #include "backend_util.h"
+#include "sched_encoder.h"
 #include "sim_util.h"
 #include "split_util.h"
 #include "test_util.h"
@@ -149,8 +150,24 @@ struct Chain {
 };
 
 struct OverlapCase {
-    int n_sim;
-    int delay_us;
+    int      n_sim;
+    int      delay_us;
+    uint32_t seed; // of the random delays (0: none)
+};
+
+// random delays on the first n sims for the life of a test
+struct Jitter {
+    int n;
+    Jitter(int n_sim, uint32_t seed, int max_us = 150) : n(seed != 0 ? n_sim : 0) {
+        for (int i = 0; i < n; ++i) {
+            wsp_ggml_backend_sim_set_jitter_us(sim_dev(i), max_us, seed + (uint32_t) i);
+        }
+    }
+    ~Jitter() {
+        for (int i = 0; i < n; ++i) {
+            wsp_ggml_backend_sim_set_jitter_us(sim_dev(i), 0, 0);
+        }
+    }
 };
 
 class SchedOverlapChain : public ::testing::TestWithParam<OverlapCase> {};
@@ -227,12 +244,55 @@ TEST_P(SchedOverlapChain, NewGraphEachTime) {
 }
 
 std::string overlap_name(const ::testing::TestParamInfo<OverlapCase> & info) {
-    return std::to_string(info.param.n_sim) + "sim_delay" + std::to_string(info.param.delay_us);
+    return std::to_string(info.param.n_sim) + "sim_delay" + std::to_string(info.param.delay_us) + "_seed" +
+           std::to_string(info.param.seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sched, SchedOverlapChain,
-                         ::testing::Values(OverlapCase{ 2, 0 }, OverlapCase{ 2, 200 }, OverlapCase{ 4, 0 },
-                                           OverlapCase{ 4, 100 }),
+                         ::testing::Values(OverlapCase{ 2, 0, 0 }, OverlapCase{ 2, 200, 0 }, OverlapCase{ 2, 0, 1 },
+                                           OverlapCase{ 2, 0, 2 }, OverlapCase{ 4, 0, 0 }, OverlapCase{ 4, 100, 0 },
+                                           OverlapCase{ 4, 0, 3 }, OverlapCase{ 4, 0, 4 }),
+                         overlap_name);
+
+// The whisper-shaped encoder with its layers spread over the sims (front end and final norm on
+// SIM0, so the output stays on a device and every compute returns before the work is done),
+// evaluated 100 times with no synchronize in between, equal to the double reference each time.
+class SchedOverlapEncoder : public ::testing::TestWithParam<OverlapCase> {};
+
+TEST_P(SchedOverlapEncoder, HundredOverlappedEvaluations) {
+    const OverlapCase & oc = GetParam();
+    ForeignAccessGuard  guard;
+    SimBackends         be(oc.n_sim, oc.delay_us);
+    Jitter              jitter(oc.n_sim, oc.seed, 60);
+    SchedEncoder        enc(small_encoder(oc.seed % 2 == 1, oc.n_sim), be, true, true, true);
+    wsp_ggml_tensor *   mel   = nullptr;
+    wsp_ggml_cgraph *   graph = enc.build(&mel);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(enc.sched(), graph));
+    wsp_ggml_tensor *  out         = wsp_ggml_graph_node(graph, -1);
+    wsp_ggml_backend_t out_backend = wsp_ggml_backend_sched_get_tensor_backend(enc.sched(), out);
+    ASSERT_TRUE(wsp_ggml_backend_is_sim(out_backend));
+    constexpr int                   EVALS = 100;
+    std::vector<std::vector<float>> outs(EVALS, std::vector<float>((size_t) wsp_ggml_nelements(out)));
+    for (int it = 0; it < EVALS; ++it) {
+        set_input(mel, enc.random_input(1000 + (uint32_t) (it % 7)));
+        ASSERT_EQ(wsp_ggml_backend_sched_graph_compute_async(enc.sched(), graph), WSP_GGML_STATUS_SUCCESS);
+        wsp_ggml_backend_tensor_get_async(out_backend, out, outs[(size_t) it].data(), 0, wsp_ggml_nbytes(out));
+    }
+    wsp_ggml_backend_sched_synchronize(enc.sched());
+    std::vector<std::vector<double>> refs;
+    for (int k = 0; k < 7; ++k) {
+        refs.push_back(enc.reference(enc.random_input(1000 + (uint32_t) k)));
+    }
+    int wrong = 0;
+    for (int it = 0; it < EVALS; ++it) {
+        wrong += nmse(outs[(size_t) it], refs[(size_t) (it % 7)]) > 1e-8;
+    }
+    EXPECT_EQ(wrong, 0) << "of " << EVALS << " evaluations";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sched, SchedOverlapEncoder,
+                         ::testing::Values(OverlapCase{ 2, 0, 0 }, OverlapCase{ 2, 0, 5 }, OverlapCase{ 4, 0, 6 },
+                                           OverlapCase{ 4, 0, 7 }),
                          overlap_name);
 
 // Two streams of one device share its buffer type, so the consumer reads the producer's output in

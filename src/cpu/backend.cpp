@@ -401,7 +401,9 @@ void wsp_ggml_backend_cpu_set_abort_callback(wsp_ggml_backend_t backend_cpu, wsp
 }
 
 wsp_ggml_backend_reg_t wsp_ggml_backend_cpu_reg(void) {
-    wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device;
+    // the host buffer type (in the base library) learns its device once, whatever thread comes first
+    static const bool linked = (wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device, true);
+    (void) linked;
     return &cpu_reg;
 }
 

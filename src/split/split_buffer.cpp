@@ -385,9 +385,10 @@ bool reserve(wsp_ggml_backend_buffer_t buffer, wsp_ggml_context * ctx, wsp_ggml_
 
 wsp_ggml_backend_buffer_type_t buffer_type(wsp_ggml_backend_reg_t reg, int main, const float * tensor_split,
                                            int quant_rows) {
-    static std::mutex                       mutex;
-    static std::map<CacheKey, CacheEntry *> cache; // entries live until exit, like the devices
-    const size_t                            n = wsp_ggml_backend_reg_dev_count(reg);
+    static std::mutex mutex;
+    // entries live until exit, like the devices (reachable from here: not a leak to LeakSanitizer)
+    static auto & cache = *new std::map<CacheKey, CacheEntry *>;
+    const size_t  n     = wsp_ggml_backend_reg_dev_count(reg);
     if (main < 0 || (size_t) main >= n) {
         WSP_LOG_ERROR("split_buffer_type: main device %d is not a device of %s (%zu devices)\n", main,
                       wsp_ggml_backend_reg_name(reg), n);
