@@ -16,7 +16,7 @@ using race::Range;
 using race::VectorClock;
 
 race::What what(const char * s) {
-    return std::make_shared<const std::string>(s);
+    return race::text_label(s);
 }
 
 std::vector<Range> bytes(uintptr_t a, uintptr_t b) {

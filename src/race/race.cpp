@@ -114,11 +114,24 @@ namespace {
 
 std::atomic<uint64_t> g_next_checker{ 1 };
 
-std::string describe_access(const char * kind, const std::string & what) {
-    return std::string(kind) + " by " + what;
+std::string describe_access(const char * kind, const What & what) {
+    return std::string(kind) + " by " + (what ? what->text() : std::string("(unlabelled)"));
 }
 
+class TextLabel : public Label {
+public:
+    explicit TextLabel(std::string text) : text_(std::move(text)) {}
+    std::string text() const override { return text_; }
+
+private:
+    std::string text_;
+};
+
 } // namespace
+
+What text_label(std::string text) {
+    return std::make_shared<const TextLabel>(std::move(text));
+}
 
 Checker::Checker() : id_(g_next_checker.fetch_add(1)) {}
 
@@ -173,12 +186,12 @@ void Checker::acquire(int agent, const VectorClock & clock) {
     clock_locked(agent).join(clock);
 }
 
-bool Checker::read(int agent, const std::vector<Range> & ranges, const What & what, std::string * conflict) {
-    return access(agent, ranges, false, what, conflict);
+bool Checker::read(int agent, const Range * ranges, size_t n, const What & what, std::string * conflict) {
+    return access(agent, ranges, n, false, what, conflict);
 }
 
-bool Checker::write(int agent, const std::vector<Range> & ranges, const What & what, std::string * conflict) {
-    return access(agent, ranges, true, what, conflict);
+bool Checker::write(int agent, const Range * ranges, size_t n, const What & what, std::string * conflict) {
+    return access(agent, ranges, n, true, what, conflict);
 }
 
 size_t Checker::races() const {
@@ -211,8 +224,8 @@ bool Checker::check_and_update(int agent, const VectorClock & vc, Range r, bool 
         if (ok) {
             char range[96];
             std::snprintf(range, sizeof(range), "bytes [0x%" PRIxPTR ", 0x%" PRIxPTR ")", b, e);
-            message = std::string(range) + ": " + describe_access(is_write ? "write" : "read", *what) + " and " +
-                      describe_access(kind, *a.what) + " are not ordered by any event, wait or synchronize";
+            message = std::string(range) + ": " + describe_access(is_write ? "write" : "read", what) + " and " +
+                      describe_access(kind, a.what) + " are not ordered by any event, wait or synchronize";
         }
         ok = false;
     };
@@ -259,17 +272,17 @@ bool Checker::check_and_update(int agent, const VectorClock & vc, Range r, bool 
     return ok;
 }
 
-bool Checker::access(int agent, const std::vector<Range> & ranges, bool is_write, const What & what,
+bool Checker::access(int agent, const Range * ranges, size_t n, bool is_write, const What & what,
                      std::string * conflict) {
-    if (!enabled_.load(std::memory_order_relaxed)) {
+    if (n == 0 || !enabled_.load(std::memory_order_relaxed)) {
         return true;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     const VectorClock &         vc = clock_locked(agent);
     std::string                 message;
     bool                        ok = true;
-    for (const Range & r : ranges) {
-        if (r.begin < r.end && !check_and_update(agent, vc, r, is_write, what, message)) {
+    for (size_t i = 0; i < n; ++i) {
+        if (ranges[i].begin < ranges[i].end && !check_and_update(agent, vc, ranges[i], is_write, what, message)) {
             ok = false;
         }
     }

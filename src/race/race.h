@@ -51,8 +51,17 @@ WSP_INTERNAL_API void tensor_ranges(const wsp_ggml_tensor * t, std::vector<Range
 // sorts ranges and merges those that overlap or touch
 WSP_INTERNAL_API void normalize(std::vector<Range> & ranges);
 
-// what a command or host call is, for messages ("SIM1 stream 3: MUL_MAT ffn_up (f32 [..])")
-using What = std::shared_ptr<const std::string>;
+// What made an access ("SIM1 stream 3: kernel MUL_MAT 'ffn_up' (f32 [..])"), for messages: the
+// text is made only when a race is reported, so labelling every access costs next to nothing.
+class WSP_INTERNAL_API Label {
+public:
+    virtual ~Label()                 = default;
+    virtual std::string text() const = 0;
+};
+using What = std::shared_ptr<const Label>;
+
+// a label of fixed text
+WSP_INTERNAL_API What text_label(std::string text);
 
 class WSP_INTERNAL_API Checker {
 public:
@@ -78,8 +87,14 @@ public:
 
     // Accesses by `agent` at its current clock. Returns false, and the message in *conflict,
     // when an access races with a recorded one; every race is counted and logged.
-    bool read(int agent, const std::vector<Range> & ranges, const What & what, std::string * conflict);
-    bool write(int agent, const std::vector<Range> & ranges, const What & what, std::string * conflict);
+    bool read(int agent, const Range * ranges, size_t n, const What & what, std::string * conflict);
+    bool write(int agent, const Range * ranges, size_t n, const What & what, std::string * conflict);
+    bool read(int agent, const std::vector<Range> & r, const What & what, std::string * conflict) {
+        return read(agent, r.data(), r.size(), what, conflict);
+    }
+    bool write(int agent, const std::vector<Range> & r, const What & what, std::string * conflict) {
+        return write(agent, r.data(), r.size(), what, conflict);
+    }
 
     // memory that is (re)allocated or freed: its history ends
     void forget(Range r);
@@ -103,7 +118,7 @@ private:
         std::vector<Access> reads;
     };
 
-    bool access(int agent, const std::vector<Range> & ranges, bool is_write, const What & what, std::string * conflict);
+    bool access(int agent, const Range * ranges, size_t n, bool is_write, const What & what, std::string * conflict);
     bool check_and_update(int agent, const VectorClock & vc, Range r, bool is_write, const What & what,
                           std::string & message);
     void split_at(uintptr_t p);

@@ -161,15 +161,6 @@ int best_backend(Sched & s, wsp_ggml_cgraph * g, int i) {
     return best;
 }
 
-bool is_pinned(const Sched & s, const wsp_ggml_tensor * t) {
-    for (const auto & pin : s.pins) {
-        if (pin.first == t) {
-            return true;
-        }
-    }
-    return false;
-}
-
 void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
@@ -181,7 +172,7 @@ void pass3_upgrade(Sched & s, wsp_ggml_cgraph * g) {
             id = best_backend(s, g, i);
             continue;
         }
-        if (!s.pins.empty() && is_pinned(s, node)) {
+        if (s.tensor_pinned[s.node_slots[(size_t) i]]) {
             continue; // the user's choice stands
         }
         for (int b = 0; b < id; ++b) {

@@ -86,10 +86,20 @@ void wsp_ggml_backend_sched::ensure_capacity(size_t n_tensors) {
     hash.keys = hash_keys.data();
     hash.used = hash_used.data();
     tensor_backend.assign(need, -1);
+    tensor_pinned.assign(need, 0);
     tensor_copies.assign(need * (size_t) n_backends * (size_t) n_copies, nullptr);
     slots_with_copies.clear();
     for (const auto & kv : kept) {
         tensor_backend[slot(kv.first)] = kv.second;
+    }
+    apply_pins();
+}
+
+void wsp_ggml_backend_sched::apply_pins() {
+    for (const auto & pin : pins) {
+        const size_t s    = slot(pin.first);
+        tensor_backend[s] = pin.second;
+        tensor_pinned[s]  = 1;
     }
 }
 
@@ -150,9 +160,8 @@ void wsp_ggml_backend_sched::clear_state() {
     }
     slots_with_copies.clear();
     pool.reset();
-    for (const auto & pin : pins) {
-        backend_of(pin.first) = pin.second;
-    }
+    std::fill(tensor_pinned.begin(), tensor_pinned.end(), 0);
+    apply_pins();
 }
 
 int wsp_ggml_backend_sched::backend_index(wsp_ggml_backend_t backend) const {
@@ -378,14 +387,10 @@ void wsp_ggml_backend_sched_set_tensor_backend(wsp_ggml_backend_sched_t sched, s
         WSP_LOG_ERROR("%s: backend %s is not in the scheduler\n", __func__, wsp_ggml_backend_name(backend));
         return;
     }
-    sched->backend_of(node) = i;
-    for (auto & pin : sched->pins) {
-        if (pin.first == node) {
-            pin.second = i;
-            return;
-        }
-    }
-    sched->pins.emplace_back(node, i);
+    const size_t slot           = sched->slot(node);
+    sched->tensor_backend[slot] = i;
+    sched->tensor_pinned[slot]  = 1;
+    sched->pins[node]           = i;
 }
 
 wsp_ggml_backend_t wsp_ggml_backend_sched_get_tensor_backend(wsp_ggml_backend_sched_t sched,

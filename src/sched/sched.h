@@ -14,6 +14,7 @@
 
 #include "../core/impl.h"
 
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -138,7 +139,8 @@ struct wsp_ggml_backend_sched {
 
     // Note [pins]: set_tensor_backend pins hold until the user's reset (reserve and alloc_graph
     // keep them); the scheduler's own state of a graph is cleared more often
-    std::vector<std::pair<wsp_ggml_tensor *, int>> pins;
+    std::unordered_map<wsp_ggml_tensor *, int> pins;
+    std::vector<uint8_t>                       tensor_pinned; // by slot: pinned by the caller
 
     void apply_edits(); // for the current copy
     void restore_edits();
@@ -161,6 +163,7 @@ struct wsp_ggml_backend_sched {
         return tensor_copies[(s * (size_t) n_backends + (size_t) backend) * (size_t) n_copies + (size_t) copy];
     }
     void ensure_capacity(size_t n_tensors);
+    void apply_pins();
     void clear_state(); // forget the last graph: assignments (but pins), copies, source redirections
 
     int backend_index(wsp_ggml_backend_t backend) const;

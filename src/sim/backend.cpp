@@ -10,7 +10,7 @@
 #include "../cpu/compute.h"
 
 #include <cstring>
-#include <unordered_map>
+#include <algorithm>
 
 namespace wsp::sim {
 
@@ -41,7 +41,7 @@ bool take_copy_fault(Device & dev, std::string & err, const char * what) {
 }
 
 race::What what_of(const Stream & stream, const std::string & text) {
-    return std::make_shared<const std::string>(stream.name() + ": " + text);
+    return race::text_label(stream.name() + ": " + text);
 }
 
 std::vector<race::Range> bytes(const void * p, size_t n) {
@@ -162,12 +162,52 @@ bool is_noop(const wsp_ggml_tensor * t) {
 // other copies for the next evaluation, a reset drops its internal nodes). A sim kernel does the
 // same: graph_compute copies every node it will run and their sources, with the data pointers
 // already translated to the device's bytes, and works on the copies only.
+struct BoundGraph;
+
+// the label of a bound kernel: formatted only if a race names it
+class KernelLabel : public race::Label {
+public:
+    KernelLabel(const BoundGraph * g, const wsp_ggml_tensor * node) : g_(g), node_(node) {}
+    std::string text() const override;
+
+private:
+    const BoundGraph *      g_;
+    const wsp_ggml_tensor * node_; // its bound copy
+};
+
 struct BoundGraph {
-    std::vector<wsp_ggml_tensor>          tensors;       // copies; reserved up front, so pointers stay put
-    std::vector<wsp_ggml_tensor *>        nodes;         // into tensors
-    std::vector<std::vector<race::Range>> reads, writes; // per node, device addresses
-    std::vector<race::What>               what;          // per node
-    std::string                           foreign;       // a memory error found when binding
+    std::string                    stream;  // its name, for labels that outlive it
+    std::vector<wsp_ggml_tensor>   tensors; // copies; reserved up front, so pointers stay put
+    std::vector<wsp_ggml_tensor *> nodes;   // into tensors
+    std::vector<race::Range>       ranges;  // every node's reads then writes, device addresses
+    std::vector<uint32_t>          first;   // node i: reads [first[2i], first[2i+1]), writes to first[2i+2]
+    std::vector<KernelLabel>       labels;  // per node
+    std::string                    foreign; // a memory error found when binding
+};
+
+std::string KernelLabel::text() const {
+    return g_->stream + ": kernel " + wsp_ggml_op_desc(node_) + " " + describe(node_);
+}
+
+// pointer -> index of its copy, open addressing (a graph's tensors, looked up once each)
+class CopyIndex {
+public:
+    explicit CopyIndex(size_t n) : keys_(std::max<size_t>(16, 2 * n) * 2, nullptr), vals_(keys_.size(), 0) {}
+    // the slot of t; *found tells whether it was there
+    size_t find(const wsp_ggml_tensor * t, bool * found) const {
+        size_t i = (size_t) (((uintptr_t) t >> 4) * 0x9E3779B97F4A7C15ull) & (keys_.size() - 1);
+        while (keys_[i] != nullptr && keys_[i] != t) {
+            i = (i + 1) & (keys_.size() - 1);
+        }
+        *found = keys_[i] == t;
+        return i;
+    }
+    void     put(size_t slot, const wsp_ggml_tensor * t, uint32_t v) { keys_[slot] = t, vals_[slot] = v; }
+    uint32_t get(size_t slot) const { return vals_[slot]; }
+
+private:
+    std::vector<const wsp_ggml_tensor *> keys_; // size a power of two
+    std::vector<uint32_t>                vals_;
 };
 
 // Note [foreign memory check]: a device kernel may only touch its own memory. Every tensor a
@@ -182,25 +222,32 @@ bool own_memory(Device & dev, const wsp_ggml_tensor * node, const wsp_ggml_tenso
     return false;
 }
 
-std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_ggml_cgraph * graph) {
-    auto   bg    = std::make_shared<BoundGraph>();
-    size_t limit = 0;
-    for (int i = 0; i < graph->n_nodes; ++i) {
-        limit += 1 + WSP_GGML_MAX_SRC;
+size_t pow2_at_least(size_t n) {
+    size_t p = 1;
+    while (p < n) {
+        p <<= 1;
     }
-    bg->tensors.reserve(limit);
-    std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *> copy_of;
-    auto                                                           copy = [&](const wsp_ggml_tensor * t) {
-        auto it = copy_of.find(t);
-        if (it != copy_of.end()) {
-            return it->second;
+    return p;
+}
+
+std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_ggml_cgraph * graph) {
+    auto bg    = std::make_shared<BoundGraph>();
+    bg->stream = stream.name();
+    bg->tensors.reserve((size_t) graph->n_nodes * (1 + WSP_GGML_MAX_SRC));
+    bg->first.push_back(0);
+    CopyIndex index(pow2_at_least((size_t) graph->n_nodes * 2));
+    auto      copy = [&](const wsp_ggml_tensor * t) {
+        bool         found = false;
+        const size_t slot  = index.find(t, &found);
+        if (found) {
+            return &bg->tensors[index.get(slot)];
         }
+        index.put(slot, t, (uint32_t) bg->tensors.size());
         bg->tensors.push_back(*t);
         wsp_ggml_tensor * c = &bg->tensors.back();
         if (c->data != nullptr && dev.arena->contains(c->data)) {
             c->data = dev.arena->host(c->data);
         }
-        copy_of.emplace(t, c);
         return c;
     };
     for (int i = 0; i < graph->n_nodes; ++i) {
@@ -215,16 +262,14 @@ std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_
         if (!ok && bg->foreign.empty()) {
             bg->foreign = std::string("kernel ") + wsp_ggml_op_desc(node) + " touched memory outside " + dev.name;
         }
-        std::vector<race::Range> r, w;
         for (const wsp_ggml_tensor * s : node->src) {
             if (s != nullptr) {
-                race::tensor_ranges(s, r);
+                race::tensor_ranges(s, bg->ranges);
             }
         }
-        race::tensor_ranges(node, w);
-        bg->reads.push_back(std::move(r));
-        bg->writes.push_back(std::move(w));
-        bg->what.push_back(what_of(stream, std::string("kernel ") + wsp_ggml_op_desc(node) + " " + describe(node)));
+        bg->first.push_back((uint32_t) bg->ranges.size());
+        race::tensor_ranges(node, bg->ranges);
+        bg->first.push_back((uint32_t) bg->ranges.size());
         wsp_ggml_tensor * c = copy(node);
         for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
             if (node->src[j] != nullptr) {
@@ -233,11 +278,16 @@ std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_
         }
         bg->nodes.push_back(c);
     }
+    bg->labels.reserve(bg->nodes.size());
+    for (const wsp_ggml_tensor * c : bg->nodes) {
+        bg->labels.emplace_back(bg.get(), c);
+    }
     return bg;
 }
 
-bool run_graph(Backend & be, BoundGraph & bg, std::string & err) {
-    Device & dev = *be.device;
+bool run_graph(Backend & be, const std::shared_ptr<BoundGraph> & bgp, std::string & err) {
+    BoundGraph & bg  = *bgp;
+    Device &     dev = *be.device;
     if (Device::take(dev.fail_kernel)) {
         err = "injected kernel fault";
         return false;
@@ -260,8 +310,12 @@ bool run_graph(Backend & be, BoundGraph & bg, std::string & err) {
     for (size_t i = 0; i < bg.nodes.size(); ++i) {
         wsp_ggml_tensor * node = bg.nodes[i];
         // a race fails the command once the kernels have run: what they computed stays visible
-        std::string race;
-        if (!check_accesses(be.stream->agent(), bg.reads[i], bg.writes[i], bg.what[i], race) && ordered) {
+        std::string         race;
+        const race::Range * r = bg.ranges.data();
+        const race::What    what(bgp, &bg.labels[i]); // shares the bound graph's life
+        if (!check_accesses(be.stream->agent(), r + bg.first[2 * i], bg.first[2 * i + 1] - bg.first[2 * i],
+                            r + bg.first[2 * i + 1], bg.first[2 * i + 2] - bg.first[2 * i + 1], what, race) &&
+            ordered) {
             ordered = false;
             err     = race;
         }
@@ -281,7 +335,7 @@ bool run_graph(Backend & be, BoundGraph & bg, std::string & err) {
 wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
     Backend *                   be = &ctx_of(b);
     std::shared_ptr<BoundGraph> bg = bind(*be->device, *be->stream, graph);
-    be->stream->enqueue([be, bg](std::string & err) { return run_graph(*be, *bg, err); });
+    be->stream->enqueue([be, bg](std::string & err) { return run_graph(*be, bg, err); });
     return WSP_GGML_STATUS_SUCCESS;
 }
 

@@ -381,11 +381,11 @@ void * host_view(const void * p) {
     return d ? d->arena->host(p) : const_cast<void *>(p);
 }
 
-bool check_accesses(int agent, const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+bool check_accesses(int agent, const race::Range * reads, size_t n_reads, const race::Range * writes, size_t n_writes,
                     const race::What & what, std::string & err) {
     std::string conflict;
-    const bool  reads_ok  = race::checker().read(agent, reads, what, &conflict);
-    const bool  writes_ok = race::checker().write(agent, writes, what, &conflict);
+    const bool  reads_ok  = race::checker().read(agent, reads, n_reads, what, &conflict);
+    const bool  writes_ok = race::checker().write(agent, writes, n_writes, what, &conflict);
     if (!reads_ok || !writes_ok) {
         err = "race: " + conflict;
         return false;
@@ -395,9 +395,9 @@ bool check_accesses(int agent, const std::vector<race::Range> & reads, const std
 
 void check_host_access(const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
                        const std::string & what) {
-    race::Checker & c     = race::checker();
-    const int       agent = c.host_agent();
-    auto            w     = std::make_shared<const std::string>("host thread: " + what);
+    race::Checker &  c     = race::checker();
+    const int        agent = c.host_agent();
+    const race::What w     = race::text_label("host thread: " + what);
     c.read(agent, reads, w, nullptr);
     c.write(agent, writes, w, nullptr);
 }

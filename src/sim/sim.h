@@ -71,8 +71,12 @@ void * host_view(const void * p);
 
 // the happens-before checker's view of a command's or host call's accesses: records them, and
 // returns false with the message in err when one races (Note [happens-before checker])
-bool check_accesses(int agent, const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+bool check_accesses(int agent, const race::Range * reads, size_t n_reads, const race::Range * writes, size_t n_writes,
                     const race::What & what, std::string & err);
+inline bool check_accesses(int agent, const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
+                           const race::What & what, std::string & err) {
+    return check_accesses(agent, reads.data(), reads.size(), writes.data(), writes.size(), what, err);
+}
 // a host thread's synchronous access to device bytes (buffer set/get/copy): races are logged and
 // counted; the access is made anyway, as the call has no way to fail
 void check_host_access(const std::vector<race::Range> & reads, const std::vector<race::Range> & writes,
