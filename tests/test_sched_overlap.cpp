@@ -131,6 +131,15 @@ struct Chain {
         return h;
     }
 
+    // how many outputs differ from the reference of their input
+    int wrong(const std::vector<std::vector<float>> & xs, const std::vector<std::vector<float>> & outs) const {
+        int n = 0;
+        for (size_t it = 0; it < xs.size(); ++it) {
+            n += nmse(outs[it], reference(xs[it])) > 1e-10;
+        }
+        return n;
+    }
+
     std::vector<double> reference(const std::vector<float> & x) const {
         std::vector<double> h(x.begin(), x.end()), next(h.size());
         for (int l = 0; l < n_layers; ++l) {
@@ -197,11 +206,7 @@ TEST_P(SchedOverlapChain, SameGraph) {
         wsp_ggml_backend_tensor_get_async(out_backend, out, outs[(size_t) it].data(), 0, wsp_ggml_nbytes(out));
     }
     wsp_ggml_backend_sched_synchronize(s);
-    int wrong = 0;
-    for (int it = 0; it < EVALS; ++it) {
-        wrong += nmse(outs[(size_t) it], chain.reference(xs[(size_t) it])) > 1e-10;
-    }
-    EXPECT_EQ(wrong, 0) << "of " << EVALS << " evaluations";
+    EXPECT_EQ(chain.wrong(xs, outs), 0) << "of " << EVALS << " evaluations";
     wsp_ggml_backend_sched_free(s);
     wsp_ggml_free(ctx);
 }
@@ -232,11 +237,7 @@ TEST_P(SchedOverlapChain, NewGraphEachTime) {
                                           wsp_ggml_nbytes(out));
     }
     wsp_ggml_backend_sched_synchronize(s);
-    int wrong = 0;
-    for (int it = 0; it < EVALS; ++it) {
-        wrong += nmse(outs[(size_t) it], chain.reference(xs[(size_t) it])) > 1e-10;
-    }
-    EXPECT_EQ(wrong, 0) << "of " << EVALS << " evaluations";
+    EXPECT_EQ(chain.wrong(xs, outs), 0) << "of " << EVALS << " evaluations";
     wsp_ggml_backend_sched_free(s);
     for (auto c : ctxs) {
         wsp_ggml_free(c);
@@ -370,50 +371,54 @@ struct TwoScales {
     }
 };
 
-TEST(SchedPins, ReserveAndAllocKeepPinsMadeSinceTheLastReset) {
+// two sims and the CPU under one scheduler, parallel off
+struct PinScheduler {
     ForeignAccessGuard       guard;
-    SimBackends              be(2, 0);
+    SimBackends              be{ 2, 0 };
     wsp_ggml_backend_sched_t s = wsp_ggml_backend_sched_new(be.all().data(), nullptr, 3, 64, false, false);
+    ~PinScheduler() { wsp_ggml_backend_sched_free(s); }
+    void pin(wsp_ggml_tensor * t, int sim) { wsp_ggml_backend_sched_set_tensor_backend(s, t, be.sim(sim)); }
+    wsp_ggml_backend_t where(wsp_ggml_tensor * t) { return wsp_ggml_backend_sched_get_tensor_backend(s, t); }
+};
 
-    TwoScales g1;
-    wsp_ggml_backend_sched_set_tensor_backend(s, g1.a, be.sim(1));
-    ASSERT_TRUE(wsp_ggml_backend_sched_reserve(s, g1.g));
-    EXPECT_GE(wsp_ggml_backend_sched_get_buffer_size(s, be.sim(1)), wsp_ggml_nbytes(g1.a)) << "reserve kept the pin";
-    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g1.g));
-    EXPECT_EQ(wsp_ggml_backend_sched_get_tensor_backend(s, g1.a), be.sim(1)) << "alloc after reserve kept the pin";
-    g1.check(s);
+TEST(SchedPins, ReserveAndAllocKeepPinsMadeSinceTheLastReset) {
+    PinScheduler p;
+    TwoScales    g1;
+    p.pin(g1.a, 1);
+    ASSERT_TRUE(wsp_ggml_backend_sched_reserve(p.s, g1.g));
+    EXPECT_GE(wsp_ggml_backend_sched_get_buffer_size(p.s, p.be.sim(1)), wsp_ggml_nbytes(g1.a))
+        << "reserve kept the pin";
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(p.s, g1.g));
+    EXPECT_EQ(p.where(g1.a), p.be.sim(1)) << "alloc after reserve kept the pin";
+    g1.check(p.s);
 
     // a pin made after an allocation, without a reset, holds for the next allocation
     TwoScales g2;
-    wsp_ggml_backend_sched_set_tensor_backend(s, g2.b, be.sim(0));
-    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g2.g));
-    EXPECT_EQ(wsp_ggml_backend_sched_get_tensor_backend(s, g2.b), be.sim(0));
-    g2.check(s);
+    p.pin(g2.b, 0);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(p.s, g2.g));
+    EXPECT_EQ(p.where(g2.b), p.be.sim(0));
+    g2.check(p.s);
 
     // a reset drops them
-    wsp_ggml_backend_sched_reset(s);
+    wsp_ggml_backend_sched_reset(p.s);
     TwoScales g3;
-    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g3.g));
-    EXPECT_EQ(wsp_ggml_backend_sched_get_tensor_backend(s, g3.b), be.cpu());
-    g3.check(s);
-    wsp_ggml_backend_sched_free(s);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(p.s, g3.g));
+    EXPECT_EQ(p.where(g3.b), p.be.cpu());
+    g3.check(p.s);
 }
 
 // An allocated graph keeps its memory; allocating it again after a pin moved a node elsewhere is
 // refused with a message, not a kernel reading memory out of its reach
 TEST(SchedPins, ReallocatingAGraphWhoseNodeMovedIsRefused) {
-    ForeignAccessGuard       guard;
-    SimBackends              be(2, 0);
-    wsp_ggml_backend_sched_t s = wsp_ggml_backend_sched_new(be.all().data(), nullptr, 3, 64, false, false);
-    TwoScales                g;
-    wsp_ggml_backend_sched_set_tensor_backend(s, g.a, be.sim(1));
-    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g.g));
-    g.check(s);
-    wsp_ggml_backend_sched_set_tensor_backend(s, g.a, be.sim(0));
+    PinScheduler p;
+    TwoScales    g;
+    p.pin(g.a, 1);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(p.s, g.g));
+    g.check(p.s);
+    p.pin(g.a, 0);
     LogCapture log;
-    EXPECT_FALSE(wsp_ggml_backend_sched_alloc_graph(s, g.g));
+    EXPECT_FALSE(wsp_ggml_backend_sched_alloc_graph(p.s, g.g));
     EXPECT_TRUE(log.contains("build the graph again")) << log.text();
-    wsp_ggml_backend_sched_free(s);
 }
 
 // tensor_copy from a split weight into a sim tensor goes through the slices, not the handle
