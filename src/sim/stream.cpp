@@ -27,6 +27,7 @@ void Stream::enqueue(Command cmd) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(q));
+        pending_.fetch_add(1);
     }
     work_cv_.notify_one();
 }
@@ -76,6 +77,7 @@ void Stream::sleep_before_command() {
 void Stream::run() {
     for (;;) {
         Queued q;
+        spin_until([&] { return !idle(); }); // more work is often on its way (Note [spin before sleep])
         {
             std::unique_lock<std::mutex> lock(mutex_);
             work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -96,6 +98,7 @@ void Stream::run() {
                 error_ = err; // the first failure since the last synchronize is the one reported
             }
             busy_ = false;
+            pending_.fetch_sub(1);
             if (queue_.empty()) {
                 idle_cv_.notify_all();
             }
@@ -144,7 +147,7 @@ void Event::wait(Stream & stream) {
         race::VectorClock clock;
         {
             std::lock_guard<std::mutex> lock(state->mutex);
-            if (!slot->done) {
+            if (!slot->done.load()) {
                 return;
             }
             clock = slot->clock;
@@ -156,10 +159,11 @@ void Event::wait(Stream & stream) {
         return;
     }
     stream.enqueue([state, slot, agent](std::string &) {
+        spin_until([&] { return slot->done.load(); }); // Note [spin before sleep]
         race::VectorClock clock;
         {
             std::unique_lock<std::mutex> lock(state->mutex);
-            state->cv.wait(lock, [&] { return slot->done; });
+            state->cv.wait(lock, [&] { return slot->done.load(); });
             clock = slot->clock;
         }
         race::checker().acquire(agent, clock);
@@ -168,14 +172,18 @@ void Event::wait(Stream & stream) {
 }
 
 void Event::synchronize() {
+    std::shared_ptr<Slot> slot;
+    {
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        slot = state_->latest;
+    }
+    if (slot == nullptr) {
+        return;
+    }
     race::VectorClock clock;
     {
         std::unique_lock<std::mutex> lock(state_->mutex);
-        std::shared_ptr<Slot>        slot = state_->latest;
-        if (slot == nullptr) {
-            return;
-        }
-        state_->cv.wait(lock, [&] { return slot->done; });
+        state_->cv.wait(lock, [&] { return slot->done.load(); });
         clock = slot->clock;
     }
     race::checker().acquire(race::checker().host_agent(), clock);

@@ -14,6 +14,7 @@
 #include "../race/race.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -24,6 +25,26 @@
 #include <thread>
 
 namespace wsp::sim {
+
+// Note [spin before sleep]: a GPU stream waiting on an event, or for its next command, sees it
+// within microseconds; a thread asleep on a condition variable wakes tens of microseconds later,
+// more on a loaded machine, which would make the sims' overlap look worse than a device's. So a
+// stream's worker first polls (yielding the core) for up to SPIN_US, then sleeps. The host does
+// not poll: its core is the one the streams compute on.
+constexpr int SPIN_US = 200;
+
+// polls pred for up to SPIN_US, yielding; true if it held
+template <typename Pred>
+bool spin_until(Pred pred) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(SPIN_US);
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= until) {
+            return false;
+        }
+        std::this_thread::yield();
+    }
+    return true;
+}
 
 // the per-command delays of a device's streams
 struct Delays {
@@ -74,6 +95,7 @@ private:
 
     void run();
     void sleep_before_command();
+    bool idle() const { return pending_.load() == 0; }
 
     std::string             name_;
     int                     index_;
@@ -86,6 +108,7 @@ private:
     std::condition_variable idle_cv_;
     std::deque<Queued>      queue_;
     bool                    busy_ = false;
+    std::atomic<int>        pending_{ 0 }; // queued or running, for polling without the lock
     bool                    stop_ = false;
     std::string             error_;
     std::thread             worker_;
@@ -103,7 +126,7 @@ public:
 private:
     // one record: done when the stream reached it, with the stream's clock then
     struct Slot {
-        bool              done = false;
+        std::atomic<bool> done{ false }; // set under the state's mutex, polled without it
         race::VectorClock clock;
     };
     struct State {
