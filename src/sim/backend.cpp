@@ -10,7 +10,6 @@
 #include "../cpu/compute.h"
 
 #include <cstring>
-#include <algorithm>
 
 namespace wsp::sim {
 
@@ -42,10 +41,6 @@ bool take_copy_fault(Device & dev, std::string & err, const char * what) {
 
 race::What what_of(const Stream & stream, const std::string & text) {
     return race::text_label(stream.name() + ": " + text);
-}
-
-std::vector<race::Range> bytes(const void * p, size_t n) {
-    return { { (uintptr_t) p, (uintptr_t) p + n } };
 }
 
 void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t size) {
@@ -189,27 +184,6 @@ std::string KernelLabel::text() const {
     return g_->stream + ": kernel " + wsp_ggml_op_desc(node_) + " " + describe(node_);
 }
 
-// pointer -> index of its copy, open addressing (a graph's tensors, looked up once each)
-class CopyIndex {
-public:
-    explicit CopyIndex(size_t n) : keys_(std::max<size_t>(16, 2 * n) * 2, nullptr), vals_(keys_.size(), 0) {}
-    // the slot of t; *found tells whether it was there
-    size_t find(const wsp_ggml_tensor * t, bool * found) const {
-        size_t i = (size_t) (((uintptr_t) t >> 4) * 0x9E3779B97F4A7C15ull) & (keys_.size() - 1);
-        while (keys_[i] != nullptr && keys_[i] != t) {
-            i = (i + 1) & (keys_.size() - 1);
-        }
-        *found = keys_[i] == t;
-        return i;
-    }
-    void     put(size_t slot, const wsp_ggml_tensor * t, uint32_t v) { keys_[slot] = t, vals_[slot] = v; }
-    uint32_t get(size_t slot) const { return vals_[slot]; }
-
-private:
-    std::vector<const wsp_ggml_tensor *> keys_; // size a power of two
-    std::vector<uint32_t>                vals_;
-};
-
 // Note [foreign memory check]: a device kernel may only touch its own memory. Every tensor a
 // node reads (sources) or writes (the node) must lie in this device's arena; anything else
 // (another device, host memory) means the scheduler or a backend forgot a copy, so the kernel
@@ -222,27 +196,23 @@ bool own_memory(Device & dev, const wsp_ggml_tensor * node, const wsp_ggml_tenso
     return false;
 }
 
-size_t pow2_at_least(size_t n) {
-    size_t p = 1;
-    while (p < n) {
-        p <<= 1;
-    }
-    return p;
-}
-
 std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_ggml_cgraph * graph) {
     auto bg    = std::make_shared<BoundGraph>();
     bg->stream = stream.name();
     bg->tensors.reserve((size_t) graph->n_nodes * (1 + WSP_GGML_MAX_SRC));
     bg->first.push_back(0);
-    CopyIndex index(pow2_at_least((size_t) graph->n_nodes * 2));
-    auto      copy = [&](const wsp_ggml_tensor * t) {
-        bool         found = false;
-        const size_t slot  = index.find(t, &found);
-        if (found) {
-            return &bg->tensors[index.get(slot)];
+    // each tensor copied once: the slot of its pointer in a hash set holds the copy's index
+    const size_t                   capacity = HashSet::capacity_for((size_t) graph->n_nodes * (1 + WSP_GGML_MAX_SRC));
+    std::vector<wsp_ggml_tensor *> keys(capacity);
+    std::vector<uint32_t>          used(HashSet::bitset_words(capacity), 0), copy_index(capacity);
+    HashSet                        seen{ capacity, used.data(), keys.data() };
+    auto                           copy = [&](const wsp_ggml_tensor * t) {
+        bool         inserted = false;
+        const size_t slot     = seen.insert(const_cast<wsp_ggml_tensor *>(t), inserted);
+        if (!inserted) {
+            return &bg->tensors[copy_index[slot]];
         }
-        index.put(slot, t, (uint32_t) bg->tensors.size());
+        copy_index[slot] = (uint32_t) bg->tensors.size();
         bg->tensors.push_back(*t);
         wsp_ggml_tensor * c = &bg->tensors.back();
         if (c->data != nullptr && dev.arena->contains(c->data)) {

@@ -63,10 +63,6 @@ bool copy_allowed(Device & dev, const char * what) {
     return true;
 }
 
-std::vector<race::Range> bytes(const void * p, size_t n) {
-    return { { (uintptr_t) p, (uintptr_t) p + n } };
-}
-
 void buf_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, size_t off, size_t size) {
     char * dst = static_cast<char *>(t->data) + off;
     if (copy_allowed(buf_dev(b), "memset")) {

@@ -69,6 +69,11 @@ std::string owner_name(const void * p);
 // addresses, p itself for host memory
 void * host_view(const void * p);
 
+// the n bytes at device address p, as the checker's ranges
+inline std::vector<race::Range> bytes(const void * p, size_t n) {
+    return { { (uintptr_t) p, (uintptr_t) p + n } };
+}
+
 // the happens-before checker's view of a command's or host call's accesses: records them, and
 // returns false with the message in err when one races (Note [happens-before checker])
 bool check_accesses(int agent, const race::Range * reads, size_t n_reads, const race::Range * writes, size_t n_writes,
