@@ -1,20 +1,11 @@
 #pragma once
 
-// Shared by every CUDA source: the runtime headers (their HIP names come from the one mapping
-// header), the check macros that turn a failed call into a logged message naming the call, the
-// device and the place, and DeviceGuard, which makes a device current and restores the previous.
-// Failures never abort: callers turn a false check into NULL / false / a status.
-
-#ifdef WSP_GGML_USE_HIP
-#    include "../hip/hip_compat.h"
-#else
-#    include <cublas_v2.h>
-#    include <cuda_bf16.h>
-#    include <cuda_fp16.h>
-#    include <cuda_runtime.h>
-#endif
+// Shared by every CUDA source: the vendor's names (Note [vendors]), the check macros that turn a failed call into a
+// logged message naming the call, the device and the place, and DeviceGuard, which makes a device current and restores
+// the previous. Failures never abort: callers turn a false check into NULL / false / a status.
 
 #include "ggml.h"
+#include "vendor.cuh"
 
 #include "../core/log.h"
 
@@ -39,7 +30,10 @@ private:
     int previous_ = -1;
 };
 
-constexpr int WARP_SIZE = 32;
+// the warp of the target (32, or 64 on AMD's CDNA and the host target built so), and the mask of
+// every lane of it
+constexpr int             WARP_SIZE = WSP_GPU_WARP_SIZE;
+constexpr wsp_lane_mask_t FULL_MASK = WSP_GPU_FULL_MASK;
 
 } // namespace wsp::cuda
 

@@ -38,10 +38,16 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const RowGrid    g    = row_grid(t->ne[0], rows);
     const TensorView a = view_of(t->src[0]), b = view_of(t->src[1]), d = view_of(t);
     switch (t->op) {
-        case WSP_GGML_OP_ADD: binary_kernel<WSP_GGML_OP_ADD><<<g.grid, g.block, 0, ctx.stream>>>(a, b, d, rows); break;
-        case WSP_GGML_OP_SUB: binary_kernel<WSP_GGML_OP_SUB><<<g.grid, g.block, 0, ctx.stream>>>(a, b, d, rows); break;
-        case WSP_GGML_OP_MUL: binary_kernel<WSP_GGML_OP_MUL><<<g.grid, g.block, 0, ctx.stream>>>(a, b, d, rows); break;
-        default: binary_kernel<WSP_GGML_OP_DIV><<<g.grid, g.block, 0, ctx.stream>>>(a, b, d, rows); break;
+        case WSP_GGML_OP_ADD:
+            gpu::launch(binary_kernel<WSP_GGML_OP_ADD>, g.grid, g.block, 0, ctx.stream, a, b, d, rows);
+            break;
+        case WSP_GGML_OP_SUB:
+            gpu::launch(binary_kernel<WSP_GGML_OP_SUB>, g.grid, g.block, 0, ctx.stream, a, b, d, rows);
+            break;
+        case WSP_GGML_OP_MUL:
+            gpu::launch(binary_kernel<WSP_GGML_OP_MUL>, g.grid, g.block, 0, ctx.stream, a, b, d, rows);
+            break;
+        default: gpu::launch(binary_kernel<WSP_GGML_OP_DIV>, g.grid, g.block, 0, ctx.stream, a, b, d, rows); break;
     }
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }

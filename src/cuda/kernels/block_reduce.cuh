@@ -23,7 +23,7 @@ template <typename Op>
 __device__ __forceinline__ float warp_reduce(float v, Op op) {
 #pragma unroll
     for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
-        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+        v = op(v, __shfl_xor_sync(FULL_MASK, v, offset));
     }
     return v;
 }

@@ -48,6 +48,16 @@ __device__ __forceinline__ void store_f(int type, char * p, float v) {
     }
 }
 
+// Kernels written around groups of 32 lanes (a lane is threadIdx.x % 32, 1-D blocks) shuffle
+// within their group: the whole warp where warps are 32 wide, half of it where they are 64 wide
+// (the halves may then diverge, one leaving a loop the other goes on with).
+__device__ __forceinline__ wsp_lane_mask_t group32_mask() {
+    if (WARP_SIZE == 32) {
+        return FULL_MASK;
+    }
+    return (wsp_lane_mask_t) 0xffffffffu << (threadIdx.x % WARP_SIZE & 32u);
+}
+
 // row r of a view -> (i1, i2, i3)
 __device__ __forceinline__ void unravel_row(const TensorView & v, int64_t r, int64_t & i1, int64_t & i2, int64_t & i3) {
     i1 = r % v.ne[1];

@@ -58,7 +58,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     std::memcpy(&dim, &t->op_params[0], sizeof(int));
     const int64_t rows = wsp_ggml_nrows(t);
     const RowGrid g    = row_grid(t->ne[0], rows);
-    concat_kernel<<<g.grid, g.block, 0, ctx.stream>>>(src, view_of(t), dim, rows, (int) wsp_ggml_type_size(t->type));
+    gpu::launch(concat_kernel, g.grid, g.block, 0, ctx.stream, src, view_of(t), dim, rows,
+                (int) wsp_ggml_type_size(t->type));
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -62,11 +62,11 @@ bool enqueue(LaunchCtx & ctx, const TensorView & s, const TensorView & d, const 
     if (wsp_ggml_are_same_shape(st, dt)) {
         const int64_t rows = wsp_ggml_nrows(dt);
         const RowGrid g    = row_grid(dt->ne[0], rows);
-        cpy_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(s, d, rows, elem);
+        gpu::launch(cpy_rows_kernel, g.grid, g.block, 0, ctx.stream, s, d, rows, elem);
     } else {
         const int64_t n      = wsp_ggml_nelements(dt);
         const int64_t blocks = (n + 255) / 256;
-        cpy_flat_kernel<<<(unsigned) (blocks < 65536 ? blocks : 65536), 256, 0, ctx.stream>>>(s, d, n, elem);
+        gpu::launch(cpy_flat_kernel, (unsigned) (blocks < 65536 ? blocks : 65536), 256, 0, ctx.stream, s, d, n, elem);
     }
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
@@ -123,8 +123,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         // blocks as raw elements; equal ne0 makes the flat block order the row order
         const int64_t n      = wsp_ggml_nelements(t) / wsp_ggml_blck_size(t->type);
         const int64_t blocks = (n + 255) / 256;
-        cpy_flat_kernel<<<(unsigned) (blocks < 65536 ? blocks : 65536), 256, 0, ctx.stream>>>(
-            block_view(s), block_view(t), n, (int) wsp_ggml_type_size(t->type));
+        gpu::launch(cpy_flat_kernel, (unsigned) (blocks < 65536 ? blocks : 65536), 256, 0, ctx.stream, block_view(s),
+                    block_view(t), n, (int) wsp_ggml_type_size(t->type));
         return WSP_CUDA_LAUNCH_OK(ctx.physical);
     }
     if (wsp_ggml_is_quantized(t->type)) {

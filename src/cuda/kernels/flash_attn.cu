@@ -146,7 +146,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         return ok;
     }
     const int64_t blocks = std::min<int64_t>(n_rows, 65535);
-    combine_kernel<<<(unsigned) blocks, 128, 0, ctx.stream>>>(p, d, n_rows);
+    gpu::launch(combine_kernel, (unsigned) blocks, 128, 0, ctx.stream, p, d, n_rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -16,13 +16,9 @@ inline bool head_size_supported(int64_t d) {
 
 constexpr int THREADS = 128; // every flash-attention kernel runs 4 warps
 
-// The tensor-core kernel is written with NVIDIA's mma.sync (sm_80+); a HIP build takes the FMA
-// kernel for everything. (This belongs with the other feature macros of the runtime header.)
-#ifdef WSP_GGML_USE_HIP
-constexpr bool MMA_AVAILABLE = false;
-#else
-constexpr bool MMA_AVAILABLE = true;
-#endif
+// The tensor-core kernel is written with NVIDIA's mma.sync (sm_80+); targets without it take the
+// FMA kernel for everything (Note [vendors])
+constexpr bool MMA_AVAILABLE = WSP_GPU_HAS_MMA_M16N8K16;
 
 struct Params {
     const char * q;

@@ -18,20 +18,10 @@ constexpr int BK = MMA_BLOCK_K;
 constexpr int PAD_W = 4;
 constexpr int SV    = BK / 2 + PAD_W; // words per row of Vt (one row per output column)
 
-// d = a * b + d on one m16n8k16 tile (PTX ISA "Matrix Fragments for mma.m16n8k16"): with
-// g = lane / 4 and t = lane % 4, a[0..3] hold A(g, 2t..2t+1), A(g+8, 2t..), A(g, 2t+8..),
-// A(g+8, 2t+8..); b0 holds B(2t..2t+1, g), b1 B(2t+8..2t+9, g); d[0..3] hold D(g, 2t), D(g, 2t+1),
-// D(g+8, 2t), D(g+8, 2t+1). The lower half of each word is the lower index.
+// d = a * b + d on one m16n8k16 tile (the vendor's, Note [vendors]; its comment gives the
+// fragment layout the code below relies on)
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    // launch() never picks this kernel below compute capability 8.0
-    __trap();
-#endif
+    gpu::mma_m16n8k16_f32_f16(d, a, b0, b1);
 }
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
@@ -123,8 +113,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[BK / 8][4], RowState & s
             mx = fmaxf(mx, fmaxf(s[j][2 * half], s[j][2 * half + 1]));
         }
         // the 4 threads of a quad hold the 64 keys of the same row
-        mx                = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx                = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx                = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+        mx                = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
         const float m_new = fmaxf(st.m[half], mx);
         // every key so far masked: nothing to add, and exp(-inf - -inf) would be NaN
         const bool  none  = m_new == -INFINITY;
@@ -194,8 +184,8 @@ __device__ __forceinline__ void store_rows(const Params & p, const RowState & st
     for (int half = 0; half < 2; ++half) {
         const int iq = r0 + 8 * half;
         float     l  = st.l[half];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        l += __shfl_xor_sync(FULL_MASK, l, 1);
+        l += __shfl_xor_sync(FULL_MASK, l, 2);
         if (iq >= p.n_q) {
             continue;
         }
@@ -269,7 +259,7 @@ __global__ void __launch_bounds__(THREADS) fa_mma_kernel(const Params p, const i
 template <int D>
 bool launch_d(const Params & p, int n_qblocks, cudaStream_t stream, int device) {
     const dim3 grid((unsigned) (n_qblocks * p.ne3), (unsigned) p.n_chunks, (unsigned) p.n_head);
-    fa_mma_kernel<D><<<grid, THREADS, 0, stream>>>(p, n_qblocks);
+    gpu::launch(fa_mma_kernel<D>, grid, THREADS, 0, stream, p, n_qblocks);
     return WSP_CUDA_LAUNCH_OK(device);
 }
 

@@ -61,7 +61,7 @@ __device__ __forceinline__ float2 load_v2(const Params & p, const char * vrow, i
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) {
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+        x = fmaxf(x, __shfl_xor_sync(group32_mask(), x, off));
     }
     return x;
 }
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(THREADS) fa_vec_kernel(const Params p, const i
 template <int D, int NQ>
 bool launch_dq(const Params & p, int n_qblocks, cudaStream_t stream, int device) {
     const dim3 grid((unsigned) (n_qblocks * p.ne3), (unsigned) p.n_chunks, (unsigned) p.n_head);
-    fa_vec_kernel<D, NQ><<<grid, THREADS, 0, stream>>>(p, n_qblocks);
+    gpu::launch(fa_vec_kernel<D, NQ>, grid, THREADS, 0, stream, p, n_qblocks);
     return WSP_CUDA_LAUNCH_OK(device);
 }
 

@@ -58,8 +58,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a    = t->src[0];
     const int64_t           rows = wsp_ggml_nelements(t->src[1]);
     const RowGrid           g    = row_grid(t->ne[0], rows);
-    get_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(view_of(a), view_of(t->src[1]), view_of(t), rows,
-                                                        is_block_quant(a->type));
+    gpu::launch(get_rows_kernel, g.grid, g.block, 0, ctx.stream, view_of(a), view_of(t->src[1]), view_of(t), rows,
+                is_block_quant(a->type));
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

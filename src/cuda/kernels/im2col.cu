@@ -85,7 +85,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const Conv    c    = conv_of(t);
     const int64_t rows = c.OW * c.OH * (c.is_2d ? t->ne[3] : t->ne[2]);
     const RowGrid g    = row_grid(t->ne[0], rows);
-    im2col_kernel<<<g.grid, g.block, 0, ctx.stream>>>(view_of(t->src[1]), view_of(t), c, rows);
+    gpu::launch(im2col_kernel, g.grid, g.block, 0, ctx.stream, view_of(t->src[1]), view_of(t), c, rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -38,7 +38,7 @@ bool supported(const wsp_ggml_tensor * t) {
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a    = t->src[0];
     const int64_t           rows = wsp_ggml_nrows(a);
-    mean_kernel<<<row_blocks(rows), reduce_threads(a->ne[0]), 0, ctx.stream>>>(view_of(a), view_of(t), rows);
+    gpu::launch(mean_kernel, row_blocks(rows), reduce_threads(a->ne[0]), 0, ctx.stream, view_of(a), view_of(t), rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

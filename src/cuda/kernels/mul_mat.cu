@@ -33,8 +33,12 @@ cublasComputeType_t compute_type(wsp_ggml_type weight) {
 bool supported_float(const wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a = t->src[0];
     const wsp_ggml_tensor * b = t->src[1];
-    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(a->type) &&
-           a->nb[0] == wsp_ggml_type_size(a->type) && is_float_type(b->type);
+    // cuBLAS takes a weight row stride (lda) of at least K elements and a result row stride (ldc)
+    // of at least N: a view whose rows overlap cannot be a cuBLAS operand
+    const size_t es = wsp_ggml_type_size(a->type);
+    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] >= t->ne[0] * sizeof(float) &&
+           t->nb[1] % sizeof(float) == 0 && is_float_type(a->type) && a->nb[0] == es && a->nb[1] % es == 0 &&
+           a->nb[1] >= (size_t) a->ne[0] * es && is_float_type(b->type);
 }
 
 // the activations as the GEMM reads them: b itself when its layout allows, else a converted copy
@@ -88,7 +92,7 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
         return false;
     }
     auto ** p = static_cast<const void **>(ptrs.get());
-    batch_pointers_kernel<<<(unsigned) ((batch + 127) / 128), 128, 0, ctx.stream>>>(l, p);
+    gpu::launch(batch_pointers_kernel, (unsigned) ((batch + 127) / 128), 128, 0, ctx.stream, l, p);
     if (!WSP_CUDA_LAUNCH_OK(ctx.physical)) {
         return false;
     }
@@ -113,7 +117,7 @@ bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
     Operand    B;
     const bool direct = b->type == gemm_type && b->nb[0] == (size_t) es && b->nb[1] % es == 0 && b->nb[2] % es == 0 &&
-                        b->nb[3] % es == 0;
+                        b->nb[3] % es == 0 && (int64_t) b->nb[1] >= K * es; // ldb >= K, as cuBLAS wants
     std::unique_ptr<Scratch> holder;
     if (direct) {
         B = { static_cast<const char *>(b->data), (int64_t) b->nb[1] / es, (int64_t) b->nb[2] / es,

@@ -79,19 +79,19 @@ bool launch_dequant(LaunchCtx & ctx, wsp_ggml_type type, const DequantLayout & l
     const int64_t blocks = std::min<int64_t>((l.n_pieces + 255) / 256, (int64_t) 1 << 20);
     switch (type) {
         case WSP_GGML_TYPE_Q4_0:
-            dequant_f16_kernel<WSP_GGML_TYPE_Q4_0><<<(unsigned) blocks, 256, 0, ctx.stream>>>(l);
+            gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q4_0>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         case WSP_GGML_TYPE_Q4_1:
-            dequant_f16_kernel<WSP_GGML_TYPE_Q4_1><<<(unsigned) blocks, 256, 0, ctx.stream>>>(l);
+            gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q4_1>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         case WSP_GGML_TYPE_Q5_0:
-            dequant_f16_kernel<WSP_GGML_TYPE_Q5_0><<<(unsigned) blocks, 256, 0, ctx.stream>>>(l);
+            gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q5_0>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         case WSP_GGML_TYPE_Q5_1:
-            dequant_f16_kernel<WSP_GGML_TYPE_Q5_1><<<(unsigned) blocks, 256, 0, ctx.stream>>>(l);
+            gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q5_1>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         case WSP_GGML_TYPE_Q8_0:
-            dequant_f16_kernel<WSP_GGML_TYPE_Q8_0><<<(unsigned) blocks, 256, 0, ctx.stream>>>(l);
+            gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q8_0>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         default: return false;
     }

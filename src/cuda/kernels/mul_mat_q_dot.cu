@@ -36,7 +36,7 @@ __global__ void quantize_act_kernel(const TensorView b, int8_t * qx, float2 * ds
         float amax = fabsf(x);
 #pragma unroll
         for (int off = 16; off > 0; off /= 2) {
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            amax = fmaxf(amax, __shfl_xor_sync(group32_mask(), amax, off));
         }
         const float d   = __fdiv_rn(amax, 127.0f);
         const float id  = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
@@ -44,7 +44,7 @@ __global__ void quantize_act_kernel(const TensorView b, int8_t * qx, float2 * ds
         int         sum = q;
 #pragma unroll
         for (int off = 16; off > 0; off /= 2) {
-            sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            sum += __shfl_xor_sync(group32_mask(), sum, off);
         }
         qx[r * K + ib * QK + lane] = (int8_t) q;
         if (lane == 0) {
@@ -165,7 +165,7 @@ __device__ __forceinline__ void reduce_store(const DotParams & p, float (&acc)[W
             float v = acc[w][r];
 #pragma unroll
             for (int off = 16; off > 0; off /= 2) {
-                v += __shfl_xor_sync(0xffffffffu, v, off);
+                v += __shfl_xor_sync(group32_mask(), v, off);
             }
             // the second row of a warp at the end of an odd N repeats the first: not stored
             if (lane == w * NR + r && (w == 0 || n1 != n0)) {
@@ -224,7 +224,7 @@ template <int T, int NR>
 bool launch_nr(const DotParams & p, cudaStream_t stream, int device) {
     const int64_t gx = (p.N + BLOCK_ROWS - 1) / BLOCK_ROWS;
     const int64_t gy = std::min<int64_t>(p.n_groups * p.n_batch, 65535);
-    dot_kernel<T, NR><<<dim3((unsigned) gx, (unsigned) gy), THREADS, 0, stream>>>(p);
+    gpu::launch(dot_kernel<T, NR>, dim3((unsigned) gx, (unsigned) gy), THREADS, 0, stream, p);
     return WSP_CUDA_LAUNCH_OK(device);
 }
 
@@ -268,7 +268,7 @@ bool mul_mat_q_dot(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     auto * ds = reinterpret_cast<float2 *>(qx + rows * K);
 
     const int64_t qgrid = std::min<int64_t>((n_blocks + 7) / 8, (int64_t) 1 << 20); // 8 warps per CTA
-    quantize_act_kernel<<<(unsigned) qgrid, 256, 0, ctx.stream>>>(view_of(b), qx, ds, K, n_blocks);
+    gpu::launch(quantize_act_kernel, (unsigned) qgrid, 256, 0, ctx.stream, view_of(b), qx, ds, K, n_blocks);
     if (!WSP_CUDA_LAUNCH_OK(ctx.physical)) {
         return false;
     }

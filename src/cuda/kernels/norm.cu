@@ -58,8 +58,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     float eps;
     std::memcpy(&eps, &t->op_params[0], sizeof(float));
     const int64_t rows = wsp_ggml_nrows(t);
-    norm_kernel<<<row_blocks(rows), reduce_threads(t->ne[0]), 0, ctx.stream>>>(view_of(t->src[0]), view_of(t), eps,
-                                                                               rows);
+    gpu::launch(norm_kernel, row_blocks(rows), reduce_threads(t->ne[0]), 0, ctx.stream, view_of(t->src[0]), view_of(t),
+                eps, rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

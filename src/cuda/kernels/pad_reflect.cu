@@ -48,7 +48,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     pads_of(t, p0, p1);
     const int64_t rows = wsp_ggml_nrows(t);
     const RowGrid g    = row_grid(t->ne[0], rows);
-    pad_reflect_kernel<<<g.grid, g.block, 0, ctx.stream>>>(view_of(t->src[0]), view_of(t), p0, rows);
+    gpu::launch(pad_reflect_kernel, g.grid, g.block, 0, ctx.stream, view_of(t->src[0]), view_of(t), p0, rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

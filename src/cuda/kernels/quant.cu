@@ -89,19 +89,19 @@ bool quantize_rows(LaunchCtx & ctx, const TensorView & src, const TensorView & d
     const RowGrid g = row_grid(dst.ne[0] / QK, rows, 128);
     switch (dst.type) {
         case WSP_GGML_TYPE_Q4_0:
-            quantize_kernel<WSP_GGML_TYPE_Q4_0><<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+            gpu::launch(quantize_kernel<WSP_GGML_TYPE_Q4_0>, g.grid, g.block, 0, ctx.stream, src, dst, rows);
             break;
         case WSP_GGML_TYPE_Q4_1:
-            quantize_kernel<WSP_GGML_TYPE_Q4_1><<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+            gpu::launch(quantize_kernel<WSP_GGML_TYPE_Q4_1>, g.grid, g.block, 0, ctx.stream, src, dst, rows);
             break;
         case WSP_GGML_TYPE_Q5_0:
-            quantize_kernel<WSP_GGML_TYPE_Q5_0><<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+            gpu::launch(quantize_kernel<WSP_GGML_TYPE_Q5_0>, g.grid, g.block, 0, ctx.stream, src, dst, rows);
             break;
         case WSP_GGML_TYPE_Q5_1:
-            quantize_kernel<WSP_GGML_TYPE_Q5_1><<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+            gpu::launch(quantize_kernel<WSP_GGML_TYPE_Q5_1>, g.grid, g.block, 0, ctx.stream, src, dst, rows);
             break;
         case WSP_GGML_TYPE_Q8_0:
-            quantize_kernel<WSP_GGML_TYPE_Q8_0><<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+            gpu::launch(quantize_kernel<WSP_GGML_TYPE_Q8_0>, g.grid, g.block, 0, ctx.stream, src, dst, rows);
             break;
         default:
             WSP_LOG_ERROR("quantize_rows: %s is not a block type of quant.cuh\n",
@@ -118,7 +118,7 @@ bool dequantize_rows(LaunchCtx & ctx, const TensorView & src, const TensorView &
         return false;
     }
     const RowGrid g = row_grid(dst.ne[0], rows);
-    dequantize_kernel<<<g.grid, g.block, 0, ctx.stream>>>(src, dst, rows);
+    gpu::launch(dequantize_kernel, g.grid, g.block, 0, ctx.stream, src, dst, rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -23,7 +23,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     std::memcpy(&bias, &t->op_params[1], sizeof(float));
     const int64_t rows = wsp_ggml_nrows(t);
     const RowGrid g    = row_grid(t->ne[0], rows);
-    scale_kernel<<<g.grid, g.block, 0, ctx.stream>>>(view_of(t->src[0]), view_of(t), s, bias, rows);
+    gpu::launch(scale_kernel, g.grid, g.block, 0, ctx.stream, view_of(t->src[0]), view_of(t), s, bias, rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -45,9 +45,9 @@ __device__ __forceinline__ float logit(const TensorView & x, const TensorView & 
 // dynamic shared memory: n floats when `cached`, none otherwise
 __global__ void soft_max_kernel(TensorView x, TensorView mask, TensorView d, float scale, Alibi alibi, int64_t rows,
                                 bool cached) {
-    extern __shared__ float cache[];
-    __shared__ float        scratch[WARP_SIZE];
-    const int64_t           n = x.ne[0];
+    WSP_DYNAMIC_SHARED(float, cache);
+    __shared__ float scratch[WARP_SIZE];
+    const int64_t    n = x.ne[0];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t i1, i2, i3;
         unravel_row(x, r, i1, i2, i3);
@@ -123,8 +123,8 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const int64_t rows   = wsp_ggml_nrows(t);
     const bool    cached = n <= CACHE_FLOATS;
     const size_t  shmem  = cached ? (size_t) n * sizeof(float) : 0;
-    soft_max_kernel<<<row_blocks(rows), reduce_threads(n), shmem, ctx.stream>>>(
-        view_of(t->src[0]), mask, view_of(t), scale, alibi_of(max_bias, t->ne[2]), rows, cached);
+    gpu::launch(soft_max_kernel, row_blocks(rows), reduce_threads(n), shmem, ctx.stream, view_of(t->src[0]), mask,
+                view_of(t), scale, alibi_of(max_bias, t->ne[2]), rows, cached);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

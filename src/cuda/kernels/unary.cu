@@ -111,7 +111,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     }
     const int64_t rows = wsp_ggml_nrows(t);
     const RowGrid g    = row_grid(t->ne[0], rows);
-    table[(size_t) f]<<<g.grid, g.block, 0, ctx.stream>>>(view_of(t->src[0]), view_of(t), rows);
+    gpu::launch(table[(size_t) f], g.grid, g.block, 0, ctx.stream, view_of(t->src[0]), view_of(t), rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 
