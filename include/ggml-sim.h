@@ -59,8 +59,9 @@ WSP_GGML_BACKEND_API void wsp_ggml_backend_sim_set_op_supported(wsp_ggml_backend
 // kernel accesses to memory of another device (or of the host) seen so far; each is also logged
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_foreign_accesses(void);
 
-// races found by the happens-before checker so far (each also logged, naming both accesses); the
-// command that finds one still makes its accesses, and its stream's next synchronize fails
+// races found by the happens-before checker so far, on every emulated device (sims and the host
+// target share it; each is also logged, naming both accesses); a sim command that finds one
+// still makes its accesses, and its stream's next synchronize fails
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_sim_races(void);
 
 // on by default; a test that looks at bytes while work on them is in flight, on purpose, turns

@@ -27,6 +27,7 @@ void backend_free(wsp_ggml_backend_t b) {
     }
     delete &ctx;
     delete b;
+    nccl::release();
 }
 
 void set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t n) {
@@ -134,6 +135,7 @@ bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph)
                           describe(node).c_str());
             return false;
         }
+        gpu::note_accesses(lc.stream, node);
         if (!e->launch(lc, node)) {
             WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node), describe(node).c_str());
             return false;
@@ -234,6 +236,7 @@ wsp_ggml_backend_t backend_init(int index) {
         WSP_LOG_ERROR("CUDA: device %d does not exist (%zu devices)\n", index, devices().size());
         return nullptr;
     }
+    nccl::acquire();
     auto * ctx  = new BackendCtx{ index, physical_of(index), {}, {}, {}, {}, {} };
     ctx->graphs = std::make_unique<GraphCache>(ctx->physical);
     return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };

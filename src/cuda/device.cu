@@ -9,7 +9,8 @@ namespace wsp::cuda {
 
 namespace {
 
-std::vector<std::vector<bool>> g_peer; // [a][b] for physical devices
+std::vector<std::vector<bool>> g_peer;  // [a][b] for physical devices
+std::vector<bool>              g_pools; // [physical]
 
 std::string pci_bus_id(int dev) {
     char id[32] = {};
@@ -22,6 +23,24 @@ std::string pci_bus_id(int dev) {
 
 // Note [peer access]: enabled once for every pair the hardware allows, never toggled per batch;
 // copies between devices without it go through cudaMemcpyPeerAsync, which stages through the host.
+// cudaDeviceEnablePeerAccess covers cudaMalloc memory only: memory of a stream-ordered pool (our
+// buffers, Note [memory pool]) is reachable from a peer once the pool grants it, so device a is
+// also given read-write access to b's default pool.
+bool grant_pool_access(int a, int b) {
+    if (!g_pools[(size_t) b]) {
+        return true;
+    }
+    cudaMemPool_t pool = nullptr;
+    if (!WSP_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, b), b)) {
+        return false;
+    }
+    cudaMemAccessDesc desc = {};
+    desc.location.type     = cudaMemLocationTypeDevice;
+    desc.location.id       = a;
+    desc.flags             = cudaMemAccessFlagsProtReadWrite;
+    return WSP_CUDA_OK(cudaMemPoolSetAccess(pool, &desc, 1), b);
+}
+
 void enable_peer_access(int n_physical) {
     g_peer.assign((size_t) n_physical, std::vector<bool>((size_t) n_physical, false));
     for (int a = 0; a < n_physical; ++a) {
@@ -34,10 +53,10 @@ void enable_peer_access(int n_physical) {
             }
             DeviceGuard       guard(a);
             const cudaError_t err = cudaDeviceEnablePeerAccess(b, 0);
-            if (err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled) {
+            (void) cudaGetLastError();
+            if ((err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled) && grant_pool_access(a, b)) {
                 g_peer[(size_t) a][(size_t) b] = true;
             }
-            (void) cudaGetLastError();
         }
     }
 }
@@ -52,9 +71,16 @@ std::vector<DeviceInfo> read_devices() {
                      err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
         return list;
     }
-    const char * env       = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
-    const int    virtual_n = env ? std::atoi(env) : 0;
-    const int    count     = virtual_n > 0 ? virtual_n : n;
+    g_pools.assign((size_t) n, false);
+    for (int i = 0; i < n; ++i) {
+        int pools = 0;
+        if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, i) == cudaSuccess) {
+            g_pools[(size_t) i] = pools != 0;
+        }
+        (void) cudaGetLastError();
+    }
+    const int virtual_n = virtual_device_count();
+    const int count     = virtual_n > 0 ? virtual_n : n;
     for (int i = 0; i < count && i < 16; ++i) {
         const int      phys = virtual_n > 0 ? 0 : i;
         cudaDeviceProp prop = {};
@@ -80,6 +106,17 @@ std::vector<DeviceInfo> read_devices() {
 }
 
 } // namespace
+
+int virtual_device_count() {
+    const char * env = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
+    const int    n   = env != nullptr ? std::atoi(env) : 0;
+    return n > 0 ? n : 0;
+}
+
+bool pools_supported(int physical) {
+    devices();
+    return physical >= 0 && (size_t) physical < g_pools.size() && g_pools[(size_t) physical];
+}
 
 const std::vector<DeviceInfo> & devices() {
     static const std::vector<DeviceInfo> list = read_devices();

@@ -24,8 +24,16 @@ struct DeviceInfo {
 
 const std::vector<DeviceInfo> & devices();
 
-// can a kernel on physical device a read memory of physical device b directly
+// can a kernel on physical device a read memory of physical device b directly (cudaMalloc memory
+// and its memory pool's, Note [peer access])
 bool peer_access(int a, int b);
+
+// does the physical device have stream-ordered memory pools (cudaMallocAsync); without them
+// memory comes from cudaMalloc (Note [memory pool])
+bool pools_supported(int physical);
+
+// N of WSP_GGML_CUDA_VIRTUAL_DEVICES=N (N >= 1), or 0 when it is unset, 0 or not a number
+int virtual_device_count();
 
 // the physical device of a device index (asserts the index is valid)
 inline int physical_of(int index) {

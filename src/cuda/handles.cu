@@ -2,6 +2,8 @@
 
 #include "handles.cuh"
 
+#include "device.cuh"
+
 namespace wsp::cuda {
 
 Stream make_stream(int physical) {
@@ -37,7 +39,7 @@ BlasHandle make_blas(int physical, cudaStream_t stream) {
 
 void configure_pool(int physical) {
     static bool configured[16] = {};
-    if (physical < 0 || physical >= 16 || configured[physical]) {
+    if (physical < 0 || physical >= 16 || configured[physical] || !pools_supported(physical)) {
         return;
     }
     configured[physical] = true;
@@ -54,8 +56,9 @@ Scratch::Scratch(int physical, cudaStream_t stream, size_t size) : device_(physi
         return;
     }
     configure_pool(physical);
-    DeviceGuard guard(physical);
-    if (cudaMallocAsync(&ptr_, size, stream) != cudaSuccess) {
+    DeviceGuard       guard(physical);
+    const cudaError_t err = pools_supported(physical) ? cudaMallocAsync(&ptr_, size, stream) : cudaMalloc(&ptr_, size);
+    if (err != cudaSuccess) {
         (void) cudaGetLastError();
         ptr_ = nullptr;
         WSP_LOG_ERROR("CUDA: out of memory on device %d: cannot allocate %zu bytes of scratch\n", physical, size);
@@ -65,7 +68,8 @@ Scratch::Scratch(int physical, cudaStream_t stream, size_t size) : device_(physi
 Scratch::~Scratch() {
     if (ptr_ != nullptr) {
         DeviceGuard guard(device_);
-        WSP_CUDA_OK(cudaFreeAsync(ptr_, stream_), device_);
+        // without pools, cudaFree waits for the device (the kernels that use the scratch) first
+        WSP_CUDA_OK(pools_supported(device_) ? cudaFreeAsync(ptr_, stream_) : cudaFree(ptr_), device_);
     }
 }
 
@@ -73,9 +77,11 @@ DeviceMemory alloc_device(int physical, size_t size, const char * what) {
     configure_pool(physical);
     DeviceGuard guard(physical);
     void *      p = nullptr;
-    // from the pool on the legacy stream, finished before the memory is handed out
-    if (size > 0 && cudaMallocAsync(&p, size, nullptr) == cudaSuccess &&
-        cudaStreamSynchronize(nullptr) != cudaSuccess) {
+    if (size > 0 && !pools_supported(physical)) {
+        (void) cudaMalloc(&p, size);
+    } else if (size > 0 && cudaMallocAsync(&p, size, nullptr) == cudaSuccess &&
+               cudaStreamSynchronize(nullptr) != cudaSuccess) {
+        // from the pool on the legacy stream, finished before the memory is handed out
         (void) cudaFree(p); // allocated but not usable
         p = nullptr;
     }

@@ -88,6 +88,8 @@ private:
 
 // Note [memory pool]: device buffers and scratch come from each device's default CUDA memory
 // pool, configured once to keep freed memory cached (no return to the driver between graphs).
+// Peers reach pool memory once the pool grants them access (Note [peer access]). Devices without
+// pools (cudaDevAttrMemoryPoolsSupported) use cudaMalloc / cudaFree: slower, and not capturable.
 void configure_pool(int physical);
 
 // constructors that log and return an empty owner on failure

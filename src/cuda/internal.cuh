@@ -23,8 +23,8 @@ struct BackendCtx {
     int                         index;
     int                         physical;
     Stream                      stream_owner;
-    BlasHandle                  blas_owner;
     DeviceMemory                blas_workspace; // given to cuBLAS so that its calls can be captured
+    BlasHandle                  blas_owner;     // after its workspace: destroyed before it is freed
     Event                       copy_done;      // recorded after an outgoing device-to-device copy
     std::unique_ptr<GraphCache> graphs;         // Note [CUDA graphs]
 

@@ -7,10 +7,6 @@
 #include <mutex>
 #include <vector>
 
-#ifdef WSP_GGML_USE_NCCL
-#    include <nccl.h>
-#endif
-
 namespace wsp::cuda::nccl {
 
 #ifdef WSP_GGML_USE_NCCL
@@ -27,27 +23,35 @@ bool check_nccl(ncclResult_t r, const char * call, int device) {
 
 #    define WSP_NCCL_OK(call, device) check_nccl((call), #    call, (device))
 
-// one rank per physical GPU, rank = CUDA device id
+// Note [NCCL transfers]: not under virtual devices, nor when WSP_GGML_CUDA_NCCL=0
+bool wanted() {
+    static const bool on = [] {
+        const char * env = std::getenv("WSP_GGML_CUDA_NCCL");
+        return virtual_device_count() == 0 && (env == nullptr || std::atoi(env) != 0);
+    }();
+    return on;
+}
+
+size_t min_bytes() {
+    static const size_t v = [] {
+        const char * env = std::getenv("WSP_GGML_NCCL_MIN_BYTES");
+        return env ? (size_t) std::strtoull(env, nullptr, 10) : (size_t) 4 << 20;
+    }();
+    return v;
+}
+
+// Note [NCCL lifetime]: one rank per physical GPU (rank = CUDA device id), the communicators made
+// when the first CUDA backend is created and destroyed with the last one: never in the middle of
+// a pipeline (ncclCommInitAll synchronizes every GPU), never by a static destructor (which may run
+// after the CUDA runtime has been torn down at exit).
 class Communicator {
 public:
-    static Communicator & get() {
-        static Communicator c;
-        return c;
-    }
-
     bool       ready() const { return !comms_.empty(); }
     ncclComm_t comm(int physical) const { return comms_[(size_t) physical]; }
 
-    ~Communicator() {
-        for (ncclComm_t c : comms_) {
-            (void) ncclCommDestroy(c);
-        }
-    }
-
-private:
-    Communicator() {
-        if (std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES") != nullptr) {
-            return; // Note [NCCL transfers]: no NCCL under virtual devices
+    void create() {
+        if (!wanted()) {
+            return;
         }
         int n = 0;
         if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
@@ -65,26 +69,51 @@ private:
         }
     }
 
+    void destroy() {
+        for (size_t i = 0; i < comms_.size(); ++i) {
+            WSP_NCCL_OK(ncclCommDestroy(comms_[i]), (int) i);
+        }
+        if (!comms_.empty()) {
+            WSP_LOG_INFO("NCCL: communicator over %zu GPUs destroyed\n", comms_.size());
+        }
+        comms_.clear();
+    }
+
+private:
     std::vector<ncclComm_t> comms_;
 };
-
-size_t min_bytes() {
-    static const size_t v = [] {
-        const char * env = std::getenv("WSP_GGML_NCCL_MIN_BYTES");
-        return env ? (size_t) std::strtoull(env, nullptr, 10) : (size_t) 4 << 20;
-    }();
-    return v;
-}
 
 std::mutex & comm_mutex() {
     static std::mutex m;
     return m;
 }
 
+// guarded by comm_mutex(); never destroyed at exit (Note [NCCL lifetime])
+Communicator & communicator() {
+    static Communicator * c = new Communicator();
+    return *c;
+}
+
+int g_users = 0; // CUDA backends alive, guarded by comm_mutex()
+
 } // namespace
 
+void acquire() {
+    std::lock_guard<std::mutex> lock(comm_mutex());
+    if (g_users++ == 0) {
+        communicator().create();
+    }
+}
+
+void release() {
+    std::lock_guard<std::mutex> lock(comm_mutex());
+    if (g_users > 0 && --g_users == 0) {
+        communicator().destroy();
+    }
+}
+
 bool preferred(int a, int b, size_t bytes) {
-    if (a == b || std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES") != nullptr) {
+    if (a == b || !wanted()) {
         return false;
     }
     return !peer_access(a, b) || bytes >= min_bytes();
@@ -92,7 +121,7 @@ bool preferred(int a, int b, size_t bytes) {
 
 bool copy(int a, int b, const void * src, void * dst, size_t bytes, cudaStream_t src_stream, cudaStream_t dst_stream) {
     std::lock_guard<std::mutex> lock(comm_mutex()); // NCCL groups of one host thread at a time
-    Communicator &              c = Communicator::get();
+    Communicator &              c = communicator();
     if (!c.ready()) {
         return false;
     }
@@ -106,6 +135,10 @@ bool copy(int a, int b, const void * src, void * dst, size_t bytes, cudaStream_t
 }
 
 #else // without NCCL every transfer is a peer copy
+
+void acquire() {}
+
+void release() {}
 
 bool preferred(int, int, size_t) {
     return false;

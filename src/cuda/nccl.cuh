@@ -6,13 +6,19 @@
 // ordered after it without an event. NCCL is used where it beats a peer copy: between GPUs
 // without peer access (a peer copy then stages through the host), and for transfers of at least
 // WSP_GGML_NCCL_MIN_BYTES (default 4 MiB). Never under virtual devices (one GPU cannot be two
-// ranks). A failed NCCL call is logged and the caller falls back to a peer copy.
+// ranks), nor with WSP_GGML_CUDA_NCCL=0. A failed NCCL call is logged and the caller falls back
+// to a peer copy.
 
 #include "common.cuh"
 
 #include <cstddef>
 
 namespace wsp::cuda::nccl {
+
+// the communicators live while a CUDA backend does (Note [NCCL lifetime]): backend_init
+// acquires, backend_free releases
+void acquire();
+void release();
 
 // should a copy of `bytes` from physical device a to b go through NCCL
 bool preferred(int a, int b, size_t bytes);

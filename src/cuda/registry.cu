@@ -81,7 +81,15 @@ bool reads_split_tensor(const wsp_ggml_tensor * op) {
     return false;
 }
 
-bool dev_supports_op(wsp_ggml_backend_dev_t, const wsp_ggml_tensor * op) {
+// cuBLAS has BF16 GEMMs from compute capability 8.0 on (earlier devices refuse them at compute)
+bool needs_bf16_gemm(const wsp_ggml_tensor * op) {
+    return op->op == WSP_GGML_OP_MUL_MAT && op->src[0]->type == WSP_GGML_TYPE_BF16;
+}
+
+bool dev_supports_op(wsp_ggml_backend_dev_t dev, const wsp_ggml_tensor * op) {
+    if (needs_bf16_gemm(op) && info_of(dev).cc_major < 8) {
+        return false;
+    }
     return !reads_split_tensor(op) && op_supported(op);
 }
 
@@ -163,8 +171,15 @@ wsp_ggml_backend_buffer_type_t split_buffer_type(int main_device, const float * 
 }
 
 wsp_ggml_backend_feature * features(wsp_ggml_backend_reg_t) {
+#ifdef WSP_GGML_USE_NCCL
+    static const char * nccl = "1";
+#else
+    static const char * nccl = "0";
+#endif
     static std::string                           archs = WSP_GGML_CUDA_ARCHS;
-    static std::vector<wsp_ggml_backend_feature> f     = { { "ARCHS", archs.c_str() }, { nullptr, nullptr } };
+    static std::vector<wsp_ggml_backend_feature> f     = { { "ARCHS", archs.c_str() },
+                                                           { "NCCL", nccl },
+                                                           { nullptr, nullptr } };
     return f.data();
 }
 

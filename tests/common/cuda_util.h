@@ -5,6 +5,7 @@
 // result of one node.
 
 #include "ggml-cuda.h"
+#include "ggml-sim.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,18 @@ namespace wsp::test {
     if (wsp_ggml_backend_cuda_get_device_count() == 0) {                                          \
         GTEST_SKIP() << "no CUDA device (no driver or no GPU on this machine); run gpu-check.sh"; \
     }
+
+// Emulated devices (the host target, sims) watch every stream with the process's happens-before
+// checker (Note [happens-before checker]): a CUDA suite fails when anything it ran raced. ctest
+// runs each test case in a process of its own, so the count is per test case.
+class NoRacesEnvironment : public ::testing::Environment {
+public:
+    void TearDown() override {
+        EXPECT_EQ(wsp_ggml_backend_sim_races(), (size_t) 0) << "unordered accesses to device memory (see RACE: above)";
+    }
+};
+inline ::testing::Environment * const no_races_environment =
+    ::testing::AddGlobalTestEnvironment(new NoRacesEnvironment);
 
 // a device tensor's values, read back and viewed with its own strides
 inline std::vector<float> device_values(const wsp_ggml_tensor * t) {
