@@ -2,7 +2,10 @@
 # The GPU check, on a machine with an NVIDIA GPU: builds the project with the CUDA backend for
 # the GPU present (16 cores, no network: GoogleTest and Google Benchmark come from .third_party/,
 # see gpu-prepare.sh, when the machine has none), runs every GPU test on the real devices and
-# under 2 and 4 virtual devices, runs the GPU benches, and writes a short summary.
+# under 2 and 4 virtual devices, runs the GPU benches, and writes a short summary. Nothing skips
+# silently: when nvidia-smi lists GPUs but the backend reports none (a driver older than the
+# toolkit, say) the check fails there, and every test step prints its counts of tests run,
+# passed, failed and skipped.
 #   scripts/gpu-check.sh [output-dir]      (default: $OUT, else build/gpu-check)
 # Exit status: 0 when every step passed.
 set -uo pipefail
@@ -36,17 +39,40 @@ step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWSP_
     -DCMAKE_CUDA_ARCHITECTURES="$archs" -DWSP_GGML_BUILD_TESTS=ON -DWSP_GGML_BUILD_BENCH=ON
 step build cmake --build "$build" -j "$(nproc)"
 
+# the GPUs the driver lists must be the CUDA devices the backend registers
+n_smi=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU " || true)
+"$build/tools/wsp-ggml-cli" devices > "$out/devices.log" 2>&1
+n_cuda=$(grep -cE "^  CUDA[0-9]+ " "$out/devices.log" || true)
+note "devices: nvidia-smi lists $n_smi GPU(s), the CUDA backend registers $n_cuda"
+if [ "$n_smi" -gt 0 ] && [ "$n_cuda" -eq 0 ]; then
+    note "FAIL  devices: the GPUs are there but the CUDA backend sees none; every GPU test would skip"
+    note "      driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)," \
+        "toolkit $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'); see devices.log"
+    status=1
+fi
+
+# "run R, passed P, failed F, skipped S" of a ctest log (a skipped GoogleTest case is "Skipped")
+counts() {
+    local log=$1
+    local run passed failed skipped
+    run=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#" "$log" || true)
+    passed=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#.* Passed" "$log" || true)
+    skipped=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#.*Skipped" "$log" || true)
+    failed=$(( run - passed - skipped ))
+    echo "run $run, passed $passed, failed $failed, skipped $skipped"
+}
+
 run_tests() { # label, env...
     local label=$1; shift
     step "tests-$label" env "$@" ctest --test-dir "$build" --output-on-failure -j 4 -R "Cuda"
-    grep -E "tests passed|tests failed" "$out/tests-$label.log" | tail -1 | sed "s/^/      $label: /" | tee -a "$summary"
+    note "      $label: $(counts "$out/tests-$label.log")"
 }
 run_tests gpus
 run_tests virtual2 WSP_GGML_CUDA_VIRTUAL_DEVICES=2
 run_tests virtual4 WSP_GGML_CUDA_VIRTUAL_DEVICES=4
 # the whole suite once, with every GPU registered (CPU tests included)
 step tests-all ctest --test-dir "$build" --output-on-failure -j 8
-grep -E "tests passed|tests failed" "$out/tests-all.log" | tail -1 | sed "s/^/      all: /" | tee -a "$summary"
+note "      all: $(counts "$out/tests-all.log")"
 
 step bench-cuda "$build/bench/bench_cuda" --benchmark_min_time=0.2 --benchmark_out="$out/bench_cuda.json" \
     --benchmark_out_format=json
