@@ -162,6 +162,14 @@ cublasStatus_t validate(cublasContext * h, const char * call, cublasOperation_t 
         WSP_LOG_ERROR("cuBLAS (host target): %s needs compute capability 5.0: CUBLAS_STATUS_ARCH_MISMATCH\n", call);
         return CUBLAS_STATUS_ARCH_MISMATCH;
     }
+    // BF16 tensor cores start with compute capability 8.0; whatever a cuBLAS version does below
+    // that (refuse, or run slowly without them), the backend must not count on it: refused here
+    if ((at == CUDA_R_16BF || bt == CUDA_R_16BF) && machine().cc_major < 8) {
+        WSP_LOG_ERROR("cuBLAS (host target): %s: BF16 operands need compute capability 8.0, the device has %d.%d: "
+                      "CUBLAS_STATUS_ARCH_MISMATCH\n",
+                      call, machine().cc_major, machine().cc_minor);
+        return CUBLAS_STATUS_ARCH_MISMATCH;
+    }
 
     g.call    = call;
     g.device  = h->device;
