@@ -19,6 +19,7 @@ struct TensorView {
 
 inline TensorView view_of(const wsp_ggml_tensor * t) {
     TensorView v;
+    std::memset(&v, 0, sizeof(v)); // the padding too: a kernel's arguments are copied byte for byte
     v.data = static_cast<char *>(t->data);
     for (int i = 0; i < 4; ++i) {
         v.ne[i] = t->ne[i];
