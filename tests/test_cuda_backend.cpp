@@ -148,7 +148,9 @@ TEST(CudaOps, MulMatFloatWeights) {
                     wsp_ggml_tensor * y  = wsp_ggml_mul_mat(ctx, w, x);  // broadcast over dims 2-3
                     wsp_ggml_tensor * y2 = wsp_ggml_mul_mat(ctx, w, x2); // strided batch
                     wsp_ggml_tensor * y3 = wsp_ggml_mul_mat(ctx, wsp_ggml_view_2d(ctx, w, 96, 33, w->nb[1], 0), x2);
-                    return wsp_ggml_add(ctx, wsp_ggml_add(ctx, wsp_ggml_view_2d(ctx, y, 33, m, y->nb[1], 0), y3),
+                    return wsp_ggml_add(ctx,
+                                        wsp_ggml_add(ctx, wsp_ggml_view_2d(ctx, y, 33, m, y->nb[1], 0),
+                                                     wsp_ggml_view_2d(ctx, y3, 33, m, y3->nb[1], 0)),
                                         wsp_ggml_view_2d(ctx, y2, 33, m, y2->nb[1], 0));
                 },
                 t == WSP_GGML_TYPE_F32 ? 1e-10 : 1e-5); // F16/BF16: activations rounded to the weight's type

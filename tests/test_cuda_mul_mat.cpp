@@ -297,7 +297,7 @@ TEST(CudaMulMatQ, MatchesCpuBackend) {
 TEST(CudaMulMatQ, SupportsQuantizedWeights) {
     REQUIRE_GPU();
     wsp_ggml_backend_t   cuda = wsp_ggml_backend_cuda_init(0);
-    wsp_ggml_init_params p    = { 16 * wsp_ggml_tensor_overhead(), nullptr, true };
+    wsp_ggml_init_params p    = { 32 * wsp_ggml_tensor_overhead(), nullptr, true };
     wsp_ggml_context *   ctx  = wsp_ggml_init(p);
     for (wsp_ggml_type t : quant_types()) {
         wsp_ggml_tensor * w = wsp_ggml_new_tensor_2d(ctx, t, 64, 5);
