@@ -147,5 +147,61 @@ TEST(CudaBackend, FreesWithoutError) {
     }
 }
 
+// The happens-before checker watches the CUDA backend's streams on the host target: two backends
+// of one device (two streams) writing the same tensor with nothing ordering them are reported, and
+// the same work ordered by a synchronize is not. (A GPU has no checker: skipped there.)
+TEST(CudaRace, UnorderedBackendsWritingOneTensorAreReported) {
+    REQUIRE_GPU();
+    if (cuda_feature("ARCHS") != "host") {
+        GTEST_SKIP() << "the happens-before checker is the host target's (Note [host target])";
+    }
+    wsp_ggml_init_params      params{ 8 * wsp_ggml_tensor_overhead() + 2 * wsp_ggml_graph_overhead(), nullptr, true };
+    wsp_ggml_context *        ctx = wsp_ggml_init(params);
+    wsp_ggml_tensor *         x   = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 4096);
+    wsp_ggml_tensor *         y   = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 4096);
+    wsp_ggml_backend_buffer_t buf =
+        wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, wsp_ggml_backend_cuda_buffer_type(0));
+    ASSERT_NE(buf, nullptr);
+    const std::vector<float> v = random_values(4096, 5);
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, v.size() * sizeof(float));
+    wsp_ggml_cgraph * g1 = wsp_ggml_new_graph(ctx);
+    wsp_ggml_cgraph * g2 = wsp_ggml_new_graph(ctx);
+    wsp_ggml_build_forward_expand(g1, wsp_ggml_cpy(ctx, wsp_ggml_add(ctx, x, x), y));
+    wsp_ggml_build_forward_expand(g2, wsp_ggml_cpy(ctx, wsp_ggml_mul(ctx, x, x), y));
+    // the intermediates of each graph in a compute buffer of its own
+    wsp_ggml_gallocr_t galloc = wsp_ggml_gallocr_new(wsp_ggml_backend_cuda_buffer_type(0));
+    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(galloc, g1));
+    wsp_ggml_gallocr_t galloc2 = wsp_ggml_gallocr_new(wsp_ggml_backend_cuda_buffer_type(0));
+    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(galloc2, g2));
+    wsp_ggml_backend_t a = wsp_ggml_backend_cuda_init(0), b = wsp_ggml_backend_cuda_init(0);
+
+    const size_t before = wsp_ggml_backend_sim_races();
+    {
+        LogCapture log; // the race is logged as an error: captured, not printed
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(a, g1), WSP_GGML_STATUS_SUCCESS);
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(b, g2), WSP_GGML_STATUS_SUCCESS);
+        wsp_ggml_backend_synchronize(a);
+        wsp_ggml_backend_synchronize(b);
+        EXPECT_GT(wsp_ggml_backend_sim_races(), before) << log.text();
+    }
+    expected_races = wsp_ggml_backend_sim_races();
+
+    // ordered by the host: no race, and y is the second graph's result
+    ASSERT_EQ(wsp_ggml_backend_graph_compute(a, g1), WSP_GGML_STATUS_SUCCESS);
+    ASSERT_EQ(wsp_ggml_backend_graph_compute(b, g2), WSP_GGML_STATUS_SUCCESS);
+    EXPECT_EQ(wsp_ggml_backend_sim_races(), expected_races);
+    std::vector<float> out(4096);
+    wsp_ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+    for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i], v[i] * v[i]) << "element " << i;
+    }
+    wsp_ggml_backend_free(a);
+    wsp_ggml_backend_free(b);
+    wsp_ggml_gallocr_free(galloc);
+    wsp_ggml_gallocr_free(galloc2);
+    wsp_ggml_backend_buffer_free(buf);
+    wsp_ggml_free(ctx);
+}
+
 } // namespace
 } // namespace wsp::test
