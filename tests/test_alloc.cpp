@@ -4,6 +4,7 @@
 
 #include "test_util.h"
 
+#include "alloc/first_fit.h"
 #include "ggml-backend-impl.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,24 @@
 
 namespace wsp::test {
 namespace {
+
+// the first-fit placement of the emulated devices' memory: aligned, first block that fits,
+// freed blocks merged with both neighbours, NONE when nothing fits
+TEST(FirstFit, PlacesAlignsMergesAndRefuses) {
+    alloc::FirstFit ff(1000);
+    EXPECT_EQ(ff.allocate(10, 1), 0u);
+    EXPECT_EQ(ff.allocate(100, 64), 64u); // 10..63 stays free
+    EXPECT_EQ(ff.allocate(20, 1), 10u);   // the first block that holds it
+    EXPECT_EQ(ff.allocate(900, 1), alloc::FirstFit::NONE);
+    EXPECT_EQ(ff.blocks(), 3u);
+    EXPECT_EQ(ff.used(), 130u);
+    EXPECT_EQ(ff.release(10), 20u);
+    EXPECT_EQ(ff.release(10), 0u); // not taken any more
+    EXPECT_EQ(ff.release(0), 10u);
+    EXPECT_EQ(ff.release(64), 100u);
+    EXPECT_EQ(ff.used(), 0u);
+    EXPECT_EQ(ff.allocate(1000, 8), 0u); // everything merged back into one block
+}
 
 struct Ctx {
     explicit Ctx(size_t n_tensors) : ctx(wsp_ggml_init({ n_tensors * wsp_ggml_tensor_overhead(), nullptr, true })) {}

@@ -13,11 +13,10 @@
 
 namespace wsp::host_target {
 
-Arena::Arena(size_t capacity) : capacity_(capacity) {
+Arena::Arena(size_t capacity) : capacity_(capacity), blocks_(capacity) {
     void * a = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (a != MAP_FAILED) {
         base_ = static_cast<char *>(a);
-        free_.emplace(0, capacity);
     }
 }
 
@@ -28,60 +27,28 @@ Arena::~Arena() {
 }
 
 void * Arena::allocate(size_t size) {
+    // every block starts and ends on ALIGNMENT
     const size_t                need = (std::max<size_t>(size, 1) + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
     std::lock_guard<std::mutex> lock(mutex_);
-    // every block starts and ends on ALIGNMENT: the first one large enough fits without padding
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->second < need) {
-            continue;
-        }
-        const size_t off = it->first, rest = it->second - need;
-        free_.erase(it);
-        if (rest > 0) {
-            free_.emplace(off + need, rest);
-        }
-        taken_.emplace(off, need);
-        used_ += need;
-        return base_ + off;
-    }
-    return nullptr;
+    const size_t                off = blocks_.allocate(need, ALIGNMENT);
+    return off == alloc::FirstFit::NONE ? nullptr : base_ + off;
 }
 
 void Arena::release(void * p) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const size_t                off = (size_t) (static_cast<char *>(p) - base_);
-    auto                        it  = taken_.find(off);
-    if (it == taken_.end()) {
-        return;
-    }
-    size_t start = off, size = it->second;
-    taken_.erase(it);
-    used_ -= size;
+    const size_t                start = (size_t) (static_cast<char *>(p) - base_);
+    const size_t                size  = blocks_.release(start);
     // the pages wholly inside go back to the system (they are refilled when handed out again)
     const size_t page = (size_t) sysconf(_SC_PAGESIZE);
     const size_t lo = (start + page - 1) / page * page, hi = (start + size) / page * page;
     if (hi > lo) {
         madvise(base_ + lo, hi - lo, MADV_DONTNEED);
     }
-    auto next = free_.lower_bound(start);
-    if (next != free_.end() && start + size == next->first) {
-        size += next->second;
-        next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second == start) {
-            start = prev->first;
-            size += prev->second;
-            free_.erase(prev);
-        }
-    }
-    free_.emplace(start, size);
 }
 
 size_t Arena::used() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return used_;
+    return blocks_.used();
 }
 
 const char * kind_name(AllocKind kind) {

@@ -9,6 +9,7 @@
 #include "target.h"
 
 #include "../core/log.h"
+#include "../alloc/first_fit.h"
 #include "../race/race.h"
 
 #include <atomic>
@@ -59,12 +60,10 @@ public:
     size_t capacity() const { return capacity_; }
 
 private:
-    char *                   base_ = nullptr;
-    size_t                   capacity_;
-    mutable std::mutex       mutex_;
-    std::map<size_t, size_t> free_;  // offset -> size
-    std::map<size_t, size_t> taken_; // offset -> size (rounded)
-    size_t                   used_ = 0;
+    char *             base_ = nullptr;
+    size_t             capacity_;
+    mutable std::mutex mutex_;
+    alloc::FirstFit    blocks_;
 };
 
 enum class AllocKind { MALLOC, POOL, GRAPH };

@@ -3,11 +3,12 @@
 // A sim device's memory, in two mappings of the same size. Device addresses (what tensors hold)
 // lie in a range reserved without any access, so host code that dereferences one faults as it
 // would on a GPU; the bytes live in a second mapping (pages committed only when touched) that
-// only the sim reaches, through host(). A first-fit allocator carves the range, merging free
-// blocks on release. The range lets a kernel's pointers be attributed to exactly one device.
+// only the sim reaches, through host(). A first-fit placement (alloc/first_fit.h) carves the
+// range. The range lets a kernel's pointers be attributed to exactly one device.
+
+#include "../alloc/first_fit.h"
 
 #include <cstddef>
-#include <map>
 #include <mutex>
 
 namespace wsp::sim {
@@ -39,13 +40,11 @@ public:
     size_t blocks() const; // allocations alive
 
 private:
-    char *                   base_;    // device addresses: no access
-    char *                   storage_; // the bytes
-    size_t                   capacity_;
-    mutable std::mutex       mutex_;
-    std::map<size_t, size_t> free_;  // offset -> size
-    std::map<size_t, size_t> taken_; // offset -> size
-    size_t                   used_ = 0;
+    char *             base_;    // device addresses: no access
+    char *             storage_; // the bytes
+    size_t             capacity_;
+    mutable std::mutex mutex_;
+    alloc::FirstFit    blocks_;
 };
 
 } // namespace wsp::sim
