@@ -9,6 +9,8 @@
 #include "grid.h"
 #include "half.h"
 
+#include "../core/fp16.h"
+
 #include <climits>
 #include <cmath>
 #include <cstddef>
@@ -469,28 +471,21 @@ inline int __float2int_rz(float x) {
     return (int) x;
 }
 
+// bit casts, through the project's own (core/fp16.h)
 inline int __float_as_int(float x) {
-    int r;
-    std::memcpy(&r, &x, sizeof(r));
-    return r;
+    return (int) wsp::f32_bits(x);
 }
 
 inline unsigned __float_as_uint(float x) {
-    unsigned r;
-    std::memcpy(&r, &x, sizeof(r));
-    return r;
+    return wsp::f32_bits(x);
 }
 
 inline float __int_as_float(int x) {
-    float r;
-    std::memcpy(&r, &x, sizeof(r));
-    return r;
+    return wsp::bits_f32((uint32_t) x);
 }
 
 inline float __uint_as_float(unsigned x) {
-    float r;
-    std::memcpy(&r, &x, sizeof(r));
-    return r;
+    return wsp::bits_f32(x);
 }
 
 // four signed (unsigned) bytes of a times those of b, plus c
