@@ -178,8 +178,8 @@ TEST(CudaRace, UnorderedBackendsWritingOneTensorAreReported) {
     const size_t before = wsp_ggml_backend_sim_races();
     {
         LogCapture log; // the race is logged as an error: captured, not printed
-        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(a, g1), WSP_GGML_STATUS_SUCCESS);
-        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(b, g2), WSP_GGML_STATUS_SUCCESS);
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(a, g1), WSP_GGML_STATUS_SUCCESS) << log.text();
+        ASSERT_EQ(wsp_ggml_backend_graph_compute_async(b, g2), WSP_GGML_STATUS_SUCCESS) << log.text();
         wsp_ggml_backend_synchronize(a);
         wsp_ggml_backend_synchronize(b);
         EXPECT_GT(wsp_ggml_backend_sim_races(), before) << log.text();

@@ -138,7 +138,8 @@ TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
         run_encoder(be, true, false, 6, false);
         // a new scheduler and new weights: recorded again where their addresses differ from the
         // first run's (the allocator may hand out the same ones), then replayed
-        EXPECT_LE(count_of(log, "recorded a CUDA graph"), once) << "evaluations 2 to 6 replay what the first recorded";
+        EXPECT_LE(count_of(log, "recorded a CUDA graph"), once)
+            << "evaluations 2 to 6 replay what the first recorded" << log.text();
     }
     {
         LogCapture log;

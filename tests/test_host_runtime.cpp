@@ -739,12 +739,41 @@ TEST_F(HostRuntime, RaceCheckerWatchesStreams) {
     // note_accesses: the kernel that follows is covered at its stream's clock
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     before = checker.races();
-    ht::note_accesses(a.s, {}, { { (uintptr_t) dev, (uintptr_t) dev + 64 } }, wsp::race::text_label("noted write"));
+    ASSERT_EQ(
+        ht::note_accesses(a.s, {}, { { (uintptr_t) dev, (uintptr_t) dev + 64 } }, wsp::race::text_label("noted write")),
+        cudaSuccess);
     ASSERT_EQ(cudaMemcpyAsync(host.data(), dev, 64, cudaMemcpyDeviceToHost, b.s), cudaSuccess);
     const cudaError_t na = cudaStreamSynchronize(a.s), nb = cudaStreamSynchronize(b.s);
     EXPECT_TRUE(na == cudaErrorLaunchFailure || nb == cudaErrorLaunchFailure);
     EXPECT_EQ(checker.races(), before + 1);
     (void) cudaGetLastError();
+
+    // noted bytes are checked for ownership: device 1's memory, not reachable from device 0's
+    // stream without peer access, nor is pageable host memory
+    void * other = nullptr;
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&other, 64), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(ht::note_accesses(a.s, { { (uintptr_t) other, (uintptr_t) other + 64 } }, {},
+                                wsp::race::text_label("peer read")),
+              cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT_EQ(ht::note_accesses(a.s, {}, { { (uintptr_t) host.data(), (uintptr_t) host.data() + 64 } },
+                                wsp::race::text_label("pageable write")),
+              cudaErrorIllegalAddress);
+    (void) cudaGetLastError();
+    // two tensors in touching allocations: each is within its own (the ranges merge only later)
+    void * next = nullptr;
+    ASSERT_EQ(cudaMalloc(&next, 256), cudaSuccess);
+    EXPECT_EQ(ht::note_accesses(
+                  a.s, { { (uintptr_t) dev, (uintptr_t) dev + 1024 }, { (uintptr_t) next, (uintptr_t) next + 256 } },
+                  {}, wsp::race::text_label("own reads")),
+              cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cudaFree(next), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(a.s), cudaSuccess);
+    EXPECT_EQ(cudaFree(other), cudaSuccess);
+
     EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
     EXPECT_EQ(cudaFree(dev), cudaSuccess);
 }
@@ -758,11 +787,12 @@ TEST_F(HostRuntime, KernelLaunches) {
         int * out;
         int   scale;
     } args{ out, 3 };
-    auto body = [args] {
+    const void * args_pointers[] = { args.out }; // the kernel's pointer parameters
+    auto         body            = [args] {
         const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
         args.out[i]      = (int) i * args.scale;
     };
-    ASSERT_EQ(ht::launch_kernel(s.s, dim3(blocks), dim3(threads), 0, &args, sizeof(args), body, "scale"), cudaSuccess);
+    ASSERT_EQ(ht::launch_kernel(s.s, dim3(blocks), dim3(threads), 0, args_pointers, 1, body, "scale"), cudaSuccess);
     std::vector<int> host(n);
     ASSERT_EQ(cudaMemcpyAsync(host.data(), out, n * sizeof(int), cudaMemcpyDeviceToHost, s.s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
@@ -771,16 +801,16 @@ TEST_F(HostRuntime, KernelLaunches) {
     }
 
     // configurations a GPU refuses
-    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(1025), 0, &args, sizeof(args), body, "scale"),
+    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(1025), 0, args_pointers, 1, body, "scale"),
               cudaErrorInvalidConfiguration);
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
-    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(1, 1, 65), 0, &args, sizeof(args), body, "scale"),
+    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(1, 1, 65), 0, args_pointers, 1, body, "scale"),
               cudaErrorInvalidConfiguration);
-    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1, 65536), dim3(1), 0, &args, sizeof(args), body, "scale"),
+    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1, 65536), dim3(1), 0, args_pointers, 1, body, "scale"),
               cudaErrorInvalidConfiguration);
-    EXPECT_EQ(ht::launch_kernel(s.s, dim3(0), dim3(1), 0, &args, sizeof(args), body, "scale"),
+    EXPECT_EQ(ht::launch_kernel(s.s, dim3(0), dim3(1), 0, args_pointers, 1, body, "scale"),
               cudaErrorInvalidConfiguration);
-    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(32), 49 << 10, &args, sizeof(args), body, "scale"),
+    EXPECT_EQ(ht::launch_kernel(s.s, dim3(1), dim3(32), 49 << 10, args_pointers, 1, body, "scale"),
               cudaErrorInvalidConfiguration);
     (void) cudaGetLastError();
 
@@ -789,20 +819,20 @@ TEST_F(HostRuntime, KernelLaunches) {
     ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
     ASSERT_EQ(cudaMalloc((void **) &other, 64), cudaSuccess);
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    Args foreign{ other, 1 };
+    const void * foreign[] = { other };
     EXPECT_EQ(ht::launch_kernel(
-                  s.s, dim3(1), dim3(1), 0, &foreign, sizeof(foreign), [] {}, "foreign"),
+                  s.s, dim3(1), dim3(1), 0, foreign, 1, [] {}, "foreign"),
               cudaErrorIllegalAddress);
     EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
     // an end pointer is a valid argument
-    Args end{ out + n, 1 };
+    const void * end[] = { out + n };
     EXPECT_EQ(ht::launch_kernel(
-                  s.s, dim3(1), dim3(1), 0, &end, sizeof(end), [] {}, "end"),
+                  s.s, dim3(1), dim3(1), 0, end, 1, [] {}, "end"),
               cudaSuccess);
 
     // a fault in the kernel: the next synchronize reports a launch failure
     EXPECT_EQ(ht::launch_kernel(
-                  s.s, dim3(2), dim3(32), 0, &args, sizeof(args),
+                  s.s, dim3(2), dim3(32), 0, args_pointers, 1,
                   [] {
                       if (blockIdx.x == 1 && threadIdx.x == 5) {
                           __trap();
@@ -817,7 +847,7 @@ TEST_F(HostRuntime, KernelLaunches) {
     // a captured kernel re-runs at each replay
     ASSERT_EQ(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(out, 0, n * sizeof(int), s.s), cudaSuccess);
-    ASSERT_EQ(ht::launch_kernel(s.s, dim3(blocks), dim3(threads), 0, &args, sizeof(args), body, "scale"), cudaSuccess);
+    ASSERT_EQ(ht::launch_kernel(s.s, dim3(blocks), dim3(threads), 0, args_pointers, 1, body, "scale"), cudaSuccess);
     cudaGraph_t graph = nullptr;
     ASSERT_EQ(cudaStreamEndCapture(s.s, &graph), cudaSuccess);
     cudaGraphExec_t exec = nullptr;

@@ -135,7 +135,11 @@ bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph)
                           describe(node).c_str());
             return false;
         }
-        gpu::note_accesses(lc.stream, node);
+        if (!gpu::note_accesses(lc.stream, node)) {
+            WSP_LOG_ERROR("%s: %s reads or writes memory the device cannot reach: %s\n", backend_name(b),
+                          wsp_ggml_op_desc(node), describe(node).c_str());
+            return false;
+        }
         if (!e->launch(lc, node)) {
             WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node), describe(node).c_str());
             return false;

@@ -10,7 +10,8 @@
 //   WSP_DYNAMIC_SHARED(type, name)                          the block's dynamic shared memory
 //   wsp::gpu::launch(kernel, grid, block, shmem, stream, args...)   the one kernel launch
 //   wsp::gpu::mma_m16n8k16_f32_f16(d, a, b0, b1)            one warp's tensor-core tile
-//   wsp::gpu::note_accesses(stream, node)                   the bytes a node's kernels touch
+//   wsp::gpu::note_accesses(stream, node)                   the bytes a node's kernels touch (false:
+//                                                           memory the device cannot reach)
 // Kernels and runtime code test these feature names, never the vendor.
 
 #if defined(WSP_GGML_CUDA_HOST)

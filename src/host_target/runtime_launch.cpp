@@ -5,8 +5,6 @@
 
 #include "runtime_impl.h"
 
-#include <cstring>
-
 namespace wsp::host_target {
 
 namespace {
@@ -20,8 +18,9 @@ bool valid_config(dim3 grid, dim3 block, size_t dynamic_shared) {
 
 } // namespace
 
-cudaError_t launch_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t dynamic_shared, const void * args,
-                          size_t args_size, std::function<void()> thread_body, const char * kernel_name) {
+cudaError_t launch_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t dynamic_shared,
+                          const void * const * pointers, size_t n_pointers, std::function<void()> thread_body,
+                          const char * kernel_name) {
     const char * name = kernel_name != nullptr ? kernel_name : "kernel";
     if (!valid_config(grid, block, dynamic_shared)) {
         return fail(cudaErrorInvalidConfiguration,
@@ -33,23 +32,15 @@ cudaError_t launch_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t dyn
     if (s == nullptr) {
         return set_last(err);
     }
-    // Note [argument scan]: a word of the packed arguments that points into a live allocation of
-    // another device is a pointer the kernel was given; it needs access to that memory. Words in
-    // the launching device's own range, or in no live allocation, are not judged: the arguments'
-    // padding holds whatever bytes were there (stale pointers among them), and a pointer one past
-    // an allocation's end is a valid end bound.
-    const char * bytes = static_cast<const char *>(args);
-    for (size_t off = 0; bytes != nullptr && off + sizeof(uintptr_t) <= args_size; off += sizeof(uintptr_t)) {
-        uintptr_t word = 0;
-        std::memcpy(&word, bytes + off, sizeof(word));
-        const int owner = arena_device(word);
-        if (owner < 0 || owner == s->device || device_of((const void *) word) < 0) {
-            continue;
-        }
+    // Note [argument check]: the kernel's pointer parameters, exactly (the launch helper picks
+    // them by type). Pointers inside struct parameters are not seen here: the backend names the
+    // bytes of each node (note_accesses), which are checked there. A null pointer is no access; a
+    // pointer one past an allocation's end is a valid end bound.
+    for (size_t i = 0; i < n_pointers; ++i) {
         std::string message;
-        if (check_access(s->device, (const void *) word, 0, &message) != cudaSuccess) {
-            return fail(cudaErrorIllegalAddress, "kernel %s on %s: argument at byte %zu: %s", name, s->name.c_str(),
-                        off, message.c_str());
+        if (pointers[i] != nullptr && check_access(s->device, pointers[i], 0, &message) != cudaSuccess) {
+            return fail(cudaErrorIllegalAddress, "kernel %s on %s: pointer parameter %zu: %s", name, s->name.c_str(), i,
+                        message.c_str());
         }
     }
     std::string what = std::string("kernel ") + name;

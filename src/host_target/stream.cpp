@@ -210,20 +210,30 @@ cudaError_t enqueue(cudaStream_t stream, std::string what, Work work, std::vecto
     return set_last(s->submit({ std::move(what), std::move(run) }));
 }
 
-void note_accesses(cudaStream_t stream, std::vector<race::Range> reads, std::vector<race::Range> writes,
-                   race::What what) {
+cudaError_t note_accesses(cudaStream_t stream, std::vector<race::Range> reads, std::vector<race::Range> writes,
+                          race::What what) {
     cudaError_t err = cudaSuccess;
     auto        s   = resolve(stream, &err);
     if (s == nullptr) {
-        set_last(err);
-        return;
+        return set_last(err);
+    }
+    // ownership per range as named (each within one tensor's allocation), before normalize merges
+    // ranges that touch across allocations
+    for (const std::vector<race::Range> * ranges : { &reads, &writes }) {
+        for (const race::Range & r : *ranges) {
+            std::string message;
+            if (check_access(s->device, (const void *) r.begin, r.end - r.begin, &message) != cudaSuccess) {
+                return fail(cudaErrorIllegalAddress, "%s on %s: %s", what ? what->text().c_str() : "kernels",
+                            s->name.c_str(), message.c_str());
+            }
+        }
     }
     race::normalize(reads);
     race::normalize(writes);
     Run run = [reads = std::move(reads), writes = std::move(writes), what](const Exec & exec, std::string & message) {
         return report_accesses(exec.agent, reads, writes, what, message) ? cudaSuccess : cudaErrorLaunchFailure;
     };
-    set_last(s->submit({ "accesses of the next kernels", std::move(run) }));
+    return set_last(s->submit({ "accesses of the next kernels", std::move(run) }));
 }
 
 } // namespace wsp::host_target

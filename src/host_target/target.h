@@ -59,15 +59,19 @@ cudaError_t enqueue(cudaStream_t stream, std::string what, Work work, std::vecto
                     std::vector<race::Range> writes = {});
 
 // A kernel launch (the launch helper of src/cuda/vendor/host.cuh): checks the configuration (as
-// cudaErrorInvalidConfiguration) and every pointer-sized word of the packed arguments that lies
-// in a device's memory (check_access, as cudaErrorIllegalAddress), then enqueues run_grid. The
-// error is also the thread's last error, as a launch's is.
-cudaError_t launch_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t dynamic_shared, const void * args,
-                          size_t args_size, std::function<void()> thread_body, const char * kernel_name);
+// cudaErrorInvalidConfiguration) and the kernel's pointer parameters (Note [argument check]: each
+// in a live allocation the launching device may touch, or one past its end; as
+// cudaErrorIllegalAddress), then enqueues run_grid. The error is also the thread's last error,
+// as a launch's is.
+cudaError_t launch_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t dynamic_shared,
+                          const void * const * pointers, size_t n_pointers, std::function<void()> thread_body,
+                          const char * kernel_name);
 
 // The bytes the next kernels on a stream read and write (the CUDA backend names them per node:
-// kernels take raw pointers). Checked in stream order like any other access.
-void note_accesses(cudaStream_t stream, std::vector<race::Range> reads, std::vector<race::Range> writes,
-                   race::What what);
+// kernels take raw pointers, and structs of them). Each range must be memory the stream's device
+// may touch (check_access): otherwise cudaErrorIllegalAddress, logged, and nothing is queued.
+// Checked in stream order for races like any other access.
+cudaError_t note_accesses(cudaStream_t stream, std::vector<race::Range> reads, std::vector<race::Range> writes,
+                          race::What what);
 
 } // namespace wsp::host_target

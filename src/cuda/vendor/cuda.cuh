@@ -54,6 +54,8 @@ __device__ __forceinline__ void mma_m16n8k16_f32_f16(float (&d)[4], const uint32
 }
 
 // a GPU runs what it is given: nothing watches the accesses
-inline void note_accesses(cudaStream_t, const wsp_ggml_tensor *) {}
+inline bool note_accesses(cudaStream_t, const wsp_ggml_tensor *) {
+    return true;
+}
 
 } // namespace wsp::gpu

@@ -38,8 +38,21 @@ inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cu
     static_assert(sizeof...(P) == sizeof...(A), "a kernel launch passes every parameter");
     using Params = std::tuple<std::decay_t<P>...>;
     auto params  = std::make_shared<const Params>(std::forward<A>(args)...);
+    // the pointer parameters, for the runtime's ownership check (Note [argument check])
+    const void * pointers[sizeof...(P) + 1] = {};
+    size_t       n_pointers                 = 0;
+    std::apply(
+        [&](const auto &... v) {
+            auto add = [&](const auto & x) {
+                if constexpr (std::is_pointer_v<std::decay_t<decltype(x)>>) {
+                    pointers[n_pointers++] = static_cast<const void *>(x);
+                }
+            };
+            (add(v), ...);
+        },
+        *params);
     (void) ::wsp::host_target::launch_kernel(
-        stream, grid, block, shmem, params.get(), sizeof(Params), [kernel, params] { std::apply(kernel, *params); },
+        stream, grid, block, shmem, pointers, n_pointers, [kernel, params] { std::apply(kernel, *params); },
         __PRETTY_FUNCTION__);
 }
 
@@ -59,7 +72,8 @@ private:
 
 // Kernels take raw pointers, so the host target learns from the backend which bytes a node's
 // kernels read (its sources) and write (itself), in stream order, for the happens-before checker.
-inline void note_accesses(cudaStream_t stream, const wsp_ggml_tensor * node) {
+// false (logged) when the node touches memory its device cannot reach (Note [ownership])
+inline bool note_accesses(cudaStream_t stream, const wsp_ggml_tensor * node) {
     std::vector<::wsp::race::Range> reads, writes;
     for (const wsp_ggml_tensor * s : node->src) {
         if (s != nullptr && s->data != nullptr) {
@@ -67,7 +81,13 @@ inline void note_accesses(cudaStream_t stream, const wsp_ggml_tensor * node) {
         }
     }
     ::wsp::race::tensor_ranges(node, writes);
-    ::wsp::host_target::note_accesses(stream, std::move(reads), std::move(writes), std::make_shared<NodeLabel>(node));
+    const cudaError_t err = ::wsp::host_target::note_accesses(stream, std::move(reads), std::move(writes),
+                                                              std::make_shared<NodeLabel>(node));
+    if (err != cudaSuccess) {
+        (void) cudaGetLastError(); // reported here: not again by the next launch check
+        return false;
+    }
+    return true;
 }
 
 } // namespace wsp::gpu
