@@ -186,7 +186,7 @@ std::vector<float> to_floats(cudaDataType_t t, const std::vector<uint16_t> & h) 
     return f;
 }
 
-class Blas : public ::testing::Test {
+class HostBlas : public ::testing::Test {
 protected:
     void SetUp() override {
         ASSERT_TRUE(machine_configured);
@@ -252,7 +252,7 @@ protected:
 
 // ---- GEMM results
 
-TEST_F(Blas, BackendCombinationsMatchReference) {
+TEST_F(HostBlas, BackendCombinationsMatchReference) {
     // the backend: C[N x M] = A[K x N]^T B[K x M], A and B of one type, C F32, compute 32F
     const int shapes[][3] = { { 1, 1, 1 }, { 7, 13, 5 }, { 64, 33, 129 }, { 17, 1, 300 }, { 1, 19, 64 } };
     for (cudaDataType_t t : { CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF }) {
@@ -264,7 +264,7 @@ TEST_F(Blas, BackendCombinationsMatchReference) {
     }
 }
 
-TEST_F(Blas, EveryTransposeAlphaBetaAndOutputType) {
+TEST_F(HostBlas, EveryTransposeAlphaBetaAndOutputType) {
     for (bool ta : { false, true }) {
         for (bool tb : { false, true }) {
             check_gemm(ta, tb, 11, 6, 9, CUDA_R_32F, CUBLAS_COMPUTE_32F, 1.5f, 0.5f, 2);
@@ -274,13 +274,13 @@ TEST_F(Blas, EveryTransposeAlphaBetaAndOutputType) {
     }
 }
 
-TEST_F(Blas, EmptyShapes) {
+TEST_F(HostBlas, EmptyShapes) {
     check_gemm(true, false, 0, 5, 3, CUDA_R_32F, CUBLAS_COMPUTE_32F, 1.0f, 0.0f, 0);
     check_gemm(true, false, 4, 0, 3, CUDA_R_32F, CUBLAS_COMPUTE_32F, 1.0f, 0.0f, 0);
     check_gemm(true, false, 4, 5, 0, CUDA_R_32F, CUBLAS_COMPUTE_32F, 1.0f, 0.5f, 0); // C = beta C
 }
 
-TEST_F(Blas, BetaZeroDoesNotReadC) {
+TEST_F(HostBlas, BetaZeroDoesNotReadC) {
     const int    m = 3, n = 2, k = 4;
     std::mt19937 rng(7);
     const Matrix A(CUDA_R_32F, k, m, k, rng), B(CUDA_R_32F, k, n, k, rng);
@@ -298,7 +298,7 @@ TEST_F(Blas, BetaZeroDoesNotReadC) {
     }
 }
 
-TEST_F(Blas, Tf32RoundsInputs) {
+TEST_F(HostBlas, Tf32RoundsInputs) {
     // 1 + 2^-20 is exact in F32 and rounds to 1 in TF32 (1 + 2^-8 is exact in both): one product
     // shows the difference
     const float  a = 1.0f + std::ldexp(1.0f, -20), b = 1.0f + std::ldexp(1.0f, -8), alpha = 1.0f, beta = 0.0f;
@@ -322,7 +322,7 @@ TEST_F(Blas, Tf32RoundsInputs) {
     EXPECT_EQ(download<float>(dC, 1)[0], b) << "a rounds to 1 in TF32, b is exact";
 }
 
-TEST_F(Blas, Tf32MatchesTf32Reference) {
+TEST_F(HostBlas, Tf32MatchesTf32Reference) {
     const int    m = 24, n = 10, k = 200;
     std::mt19937 rng(99);
     const Matrix A(CUDA_R_32F, k, m, k, rng), B(CUDA_R_32F, k, n, k, rng);
@@ -346,7 +346,7 @@ TEST_F(Blas, Tf32MatchesTf32Reference) {
     EXPECT_GT(max_diff, std::ldexp(1.0, -16)) << "TF32 rounding is not visible";
 }
 
-TEST_F(Blas, Compute16FRoundsEveryStep) {
+TEST_F(HostBlas, Compute16FRoundsEveryStep) {
     // 2048 + 1 + 1: half's spacing at 2048 is 2, so each +1 rounds back to 2048 (float: 2050)
     const std::vector<uint16_t> a = { wsp::fp32_to_fp16(2048), wsp::fp32_to_fp16(1), wsp::fp32_to_fp16(1) };
     const std::vector<uint16_t> b(3, wsp::fp32_to_fp16(1));
@@ -368,7 +368,7 @@ TEST_F(Blas, Compute16FRoundsEveryStep) {
     EXPECT_EQ(wsp::fp16_to_fp32(download<uint16_t>(dC, 1)[0]), 2050.0f);
 }
 
-TEST_F(Blas, StridedBatchedWithBroadcastA) {
+TEST_F(HostBlas, StridedBatchedWithBroadcastA) {
     const int    m = 9, n = 5, k = 12, batch = 3;
     std::mt19937 rng(5);
     const Matrix A(CUDA_R_16F, k, m, k, rng);         // one A for every batch entry (stride 0)
@@ -396,7 +396,7 @@ TEST_F(Blas, StridedBatchedWithBroadcastA) {
     }
 }
 
-TEST_F(Blas, PointerArrayBatched) {
+TEST_F(HostBlas, PointerArrayBatched) {
     const int                   m = 6, n = 4, k = 8, batch = 5;
     std::mt19937                rng(11);
     std::vector<Matrix>         As, Bs;
@@ -438,7 +438,7 @@ TEST_F(Blas, PointerArrayBatched) {
     }
 }
 
-TEST_F(Blas, LargeGemmIsQuickEnough) {
+TEST_F(HostBlas, LargeGemmIsQuickEnough) {
     // the size of a whisper layer's GEMM: 384 x 1500 x 384, F16 weights
     const int    m = 384, n = 1500, k = 384;
     std::mt19937 rng(3);
@@ -469,7 +469,7 @@ TEST_F(Blas, LargeGemmIsQuickEnough) {
     }
 }
 
-TEST_F(Blas, CapturedIntoAGraph) {
+TEST_F(HostBlas, CapturedIntoAGraph) {
     // C += A^T B, captured once and replayed twice
     const int    m = 5, n = 3, k = 4;
     std::mt19937 rng(21);
@@ -501,7 +501,7 @@ TEST_F(Blas, CapturedIntoAGraph) {
 
 // ---- validation
 
-TEST_F(Blas, InvalidValuesAreRejected) {
+TEST_F(HostBlas, InvalidValuesAreRejected) {
     DeviceBuffer d(0, 1 << 16);
     void *       p     = d.get();
     const float  alpha = 1.0f, beta = 0.0f;
@@ -539,7 +539,7 @@ TEST_F(Blas, InvalidValuesAreRejected) {
               CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
-TEST_F(Blas, UnsupportedTypesAreRejected) {
+TEST_F(HostBlas, UnsupportedTypesAreRejected) {
     DeviceBuffer d(0, 1 << 12);
     void *       p     = d.get();
     const float  alpha = 1.0f, beta = 0.0f;
@@ -561,7 +561,7 @@ TEST_F(Blas, UnsupportedTypesAreRejected) {
 
 // ---- devices, streams and the workspace
 
-TEST_F(Blas, StreamOfAnotherDeviceIsRejected) {
+TEST_F(HostBlas, StreamOfAnotherDeviceIsRejected) {
     cudaStream_t other = make_stream(1);
     EXPECT_EQ(cublasSetStream(handle_, other), CUBLAS_STATUS_INVALID_VALUE);
     cudaStream_t got = nullptr;
@@ -571,7 +571,7 @@ TEST_F(Blas, StreamOfAnotherDeviceIsRejected) {
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
-TEST_F(Blas, MatrixOnAnotherDeviceNeedsPeerAccess) {
+TEST_F(HostBlas, MatrixOnAnotherDeviceNeedsPeerAccess) {
     DeviceBuffer a1(1, 64), b0(0, 64), c0(0, 64);
     const float  alpha = 1.0f, beta = 0.0f;
     auto         gemm = [&] {
@@ -588,7 +588,7 @@ TEST_F(Blas, MatrixOnAnotherDeviceNeedsPeerAccess) {
     ASSERT_EQ(cudaDeviceDisablePeerAccess(1), cudaSuccess);
 }
 
-TEST_F(Blas, PointerArrayNamingAnotherDeviceFailsWhenRun) {
+TEST_F(HostBlas, PointerArrayNamingAnotherDeviceFailsWhenRun) {
     DeviceBuffer a1(1, 64), b0(0, 64), c0(0, 64), arrays(0, 3 * sizeof(void *));
     upload(arrays, std::vector<void *>{ a1.get(), b0.get(), c0.get() });
     auto **     p     = arrays.get<const void *>();
@@ -602,7 +602,7 @@ TEST_F(Blas, PointerArrayNamingAnotherDeviceFailsWhenRun) {
     (void) cudaGetLastError();
 }
 
-TEST_F(Blas, WorkspaceMustBeDeviceMemoryOfTheHandle) {
+TEST_F(HostBlas, WorkspaceMustBeDeviceMemoryOfTheHandle) {
     DeviceBuffer w0(0, 1 << 20), w1(1, 1 << 20);
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     EXPECT_EQ(cublasSetWorkspace(handle_, w0.get(), 1 << 20), CUBLAS_STATUS_SUCCESS);
@@ -614,7 +614,7 @@ TEST_F(Blas, WorkspaceMustBeDeviceMemoryOfTheHandle) {
     EXPECT_EQ(cublasSetWorkspace(handle_, nullptr, 0), CUBLAS_STATUS_SUCCESS);
 }
 
-TEST_F(Blas, FreedWorkspaceIsReported) {
+TEST_F(HostBlas, FreedWorkspaceIsReported) {
     auto         w = std::make_unique<DeviceBuffer>(0, 1 << 20);
     DeviceBuffer a(0, 64), b(0, 64), c(0, 64);
     const float  alpha = 1.0f, beta = 0.0f;
@@ -633,7 +633,7 @@ TEST_F(Blas, FreedWorkspaceIsReported) {
     handle_ = nullptr;
 }
 
-TEST_F(Blas, WorkspaceFreedAfterDestroyIsFine) {
+TEST_F(HostBlas, WorkspaceFreedAfterDestroyIsFine) {
     DeviceBuffer   w(0, 1 << 20);
     cublasHandle_t h = nullptr;
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -643,7 +643,7 @@ TEST_F(Blas, WorkspaceFreedAfterDestroyIsFine) {
     EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_NOT_INITIALIZED); // twice
 }
 
-TEST_F(Blas, StatusStrings) {
+TEST_F(HostBlas, StatusStrings) {
     EXPECT_STREQ(cublasGetStatusString(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
     EXPECT_STREQ(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE");
     EXPECT_EQ((int) CUBLAS_STATUS_EXECUTION_FAILED, 13);
@@ -653,7 +653,7 @@ TEST_F(Blas, StatusStrings) {
 
 // ---- NCCL
 
-class Nccl : public ::testing::Test {
+class HostNccl : public ::testing::Test {
 protected:
     void SetUp() override {
         ASSERT_TRUE(machine_configured);
@@ -703,7 +703,7 @@ std::vector<float> iota_floats(size_t n, float start) {
     return v;
 }
 
-TEST_F(Nccl, CommunicatorQueries) {
+TEST_F(HostNccl, CommunicatorQueries) {
     init(DEVICES);
     for (int r = 0; r < DEVICES; ++r) {
         int count = 0, dev = -1, rank = -1;
@@ -722,7 +722,7 @@ TEST_F(Nccl, CommunicatorQueries) {
     EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
 }
 
-TEST_F(Nccl, SendRecvPairOnTwoDevices) {
+TEST_F(HostNccl, SendRecvPairOnTwoDevices) {
     init(2);
     const size_t n   = 1000;
     auto         buf = buffers(n * 4);
@@ -735,7 +735,7 @@ TEST_F(Nccl, SendRecvPairOnTwoDevices) {
     EXPECT_EQ(download<float>(*buf[1], n), iota_floats(n, 1.0f));
 }
 
-TEST_F(Nccl, BareSendThenRecvMatch) {
+TEST_F(HostNccl, BareSendThenRecvMatch) {
     init(2);
     auto buf = buffers(64);
     upload(*buf[1], std::vector<int32_t>(16, 42));
@@ -745,7 +745,7 @@ TEST_F(Nccl, BareSendThenRecvMatch) {
     EXPECT_EQ(download<int32_t>(*buf[0], 16), std::vector<int32_t>(16, 42));
 }
 
-TEST_F(Nccl, RingOfSendsAndRecvsOnFourDevices) {
+TEST_F(HostNccl, RingOfSendsAndRecvsOnFourDevices) {
     init(DEVICES);
     const size_t n   = 257;
     auto         src = buffers(n * 4), dst = buffers(n * 4);
@@ -772,7 +772,7 @@ TEST_F(Nccl, RingOfSendsAndRecvsOnFourDevices) {
     }
 }
 
-TEST_F(Nccl, NestedGroupsIssueAtTheOutermostEnd) {
+TEST_F(HostNccl, NestedGroupsIssueAtTheOutermostEnd) {
     init(2);
     auto buf = buffers(16);
     upload(*buf[0], std::vector<uint8_t>(16, 7));
@@ -787,7 +787,7 @@ TEST_F(Nccl, NestedGroupsIssueAtTheOutermostEnd) {
     EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage); // no group open
 }
 
-TEST_F(Nccl, AllGather) {
+TEST_F(HostNccl, AllGather) {
     init(DEVICES);
     const size_t n   = 33;
     auto         src = buffers(n * 4), dst = buffers(n * 4 * DEVICES);
@@ -812,7 +812,7 @@ TEST_F(Nccl, AllGather) {
     }
 }
 
-TEST_F(Nccl, AllReduceSumFloatHalfAndInt) {
+TEST_F(HostNccl, AllReduceSumFloatHalfAndInt) {
     init(DEVICES);
     const size_t n = 100;
     auto         f = buffers(n * 4), h = buffers(n * 2), in = buffers(n * 4), out = buffers(n * 4);
@@ -859,7 +859,7 @@ TEST_F(Nccl, AllReduceSumFloatHalfAndInt) {
     }
 }
 
-TEST_F(Nccl, BroadcastAndReduceScatter) {
+TEST_F(HostNccl, BroadcastAndReduceScatter) {
     init(DEVICES);
     const size_t n   = 20;
     auto         buf = buffers(n * 4 * DEVICES), out = buffers(n * 4);
@@ -898,7 +898,7 @@ TEST_F(Nccl, BroadcastAndReduceScatter) {
     }
 }
 
-TEST_F(Nccl, MismatchedCountInAGroupIsInvalidUsage) {
+TEST_F(HostNccl, MismatchedCountInAGroupIsInvalidUsage) {
     init(2);
     auto buf = buffers(64);
     ASSERT_EQ(ncclGroupStart(), ncclSuccess);
@@ -910,7 +910,7 @@ TEST_F(Nccl, MismatchedCountInAGroupIsInvalidUsage) {
         << ncclGetLastError(nullptr);
 }
 
-TEST_F(Nccl, MismatchedBareCallsFailFastOnBothSides) {
+TEST_F(HostNccl, MismatchedBareCallsFailFastOnBothSides) {
     setenv("WSP_GGML_CUDA_HOST_NCCL_TIMEOUT_MS", "5000", 1);
     init(2);
     auto       buf = buffers(64);
@@ -923,7 +923,7 @@ TEST_F(Nccl, MismatchedBareCallsFailFastOnBothSides) {
     EXPECT_LT(ms, 2500) << "the send waited for the timeout instead of failing at once";
 }
 
-TEST_F(Nccl, UnmatchedRecvFailsAfterTheTimeout) {
+TEST_F(HostNccl, UnmatchedRecvFailsAfterTheTimeout) {
     setenv("WSP_GGML_CUDA_HOST_NCCL_TIMEOUT_MS", "200", 1);
     init(2);
     auto       buf = buffers(64);
@@ -943,7 +943,7 @@ TEST_F(Nccl, UnmatchedRecvFailsAfterTheTimeout) {
     EXPECT_LT(late, 2500);
 }
 
-TEST_F(Nccl, UnmatchedSendInAGroupIsInvalidUsage) {
+TEST_F(HostNccl, UnmatchedSendInAGroupIsInvalidUsage) {
     init(2);
     auto buf = buffers(64);
     ASSERT_EQ(ncclGroupStart(), ncclSuccess);
@@ -952,7 +952,7 @@ TEST_F(Nccl, UnmatchedSendInAGroupIsInvalidUsage) {
     sync_all(); // nothing queued: no hang, no error on the streams
 }
 
-TEST_F(Nccl, CollectiveMismatchAndMissingRank) {
+TEST_F(HostNccl, CollectiveMismatchAndMissingRank) {
     setenv("WSP_GGML_CUDA_HOST_NCCL_TIMEOUT_MS", "200", 1);
     init(2);
     auto buf = buffers(64);
@@ -969,7 +969,7 @@ TEST_F(Nccl, CollectiveMismatchAndMissingRank) {
     EXPECT_NE(sync(0), cudaSuccess);
 }
 
-TEST_F(Nccl, InvalidArguments) {
+TEST_F(HostNccl, InvalidArguments) {
     init(2);
     auto              buf = buffers(64);
     std::vector<char> host(64);
