@@ -2,6 +2,9 @@
 
 #include "first_fit.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <iterator>
 
 namespace wsp::alloc {
@@ -52,6 +55,14 @@ size_t FirstFit::release(size_t offset) {
     }
     free_.emplace(start, size);
     return freed;
+}
+
+void release_pages(char * base, size_t offset, size_t size) {
+    const size_t page  = (size_t) sysconf(_SC_PAGESIZE);
+    const size_t first = (offset + page - 1) / page * page, last = (offset + size) / page * page;
+    if (last > first) {
+        madvise(base + first, last - first, MADV_DONTNEED);
+    }
 }
 
 } // namespace wsp::alloc

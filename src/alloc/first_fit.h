@@ -35,4 +35,9 @@ private:
     size_t                   used_ = 0;
 };
 
+// Gives the pages that lie wholly inside [base + offset, + size) back to the system (a freed
+// block of a mapping; a page shared with a live neighbour keeps its contents, as MADV_DONTNEED
+// zero-fills every page it touches). Refilled with zeros when touched again.
+WSP_INTERNAL_API void release_pages(char * base, size_t offset, size_t size);
+
 } // namespace wsp::alloc

@@ -38,12 +38,7 @@ void Arena::release(void * p) {
     std::lock_guard<std::mutex> lock(mutex_);
     const size_t                start = (size_t) (static_cast<char *>(p) - base_);
     const size_t                size  = blocks_.release(start);
-    // the pages wholly inside go back to the system (they are refilled when handed out again)
-    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    const size_t lo = (start + page - 1) / page * page, hi = (start + size) / page * page;
-    if (hi > lo) {
-        madvise(base_ + lo, hi - lo, MADV_DONTNEED);
-    }
+    alloc::release_pages(base_, start, size); // refilled when handed out again
 }
 
 size_t Arena::used() const {

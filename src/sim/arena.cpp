@@ -40,13 +40,7 @@ void Arena::release(void * p) {
     std::lock_guard<std::mutex> lock(mutex_);
     const size_t                start = (size_t) (static_cast<char *>(p) - base_);
     const size_t                size  = blocks_.release(start);
-    // give back the pages that lie wholly inside the block (a page shared with a live neighbour
-    // must keep its contents: MADV_DONTNEED zero-fills every page it touches)
-    const size_t page  = (size_t) sysconf(_SC_PAGESIZE);
-    const size_t first = (start + page - 1) / page * page, last = (start + size) / page * page;
-    if (last > first) {
-        madvise(storage_ + first, last - first, MADV_DONTNEED);
-    }
+    alloc::release_pages(storage_, start, size);
 }
 
 size_t Arena::blocks() const {
