@@ -24,8 +24,13 @@ extern const OpEntry op_pad_reflect; // PAD_REFLECT_1D (pad_reflect.cu)
 // y = src converted to `type`, contiguous, on ctx's stream (used by mul_mat for its activations)
 bool convert_contiguous(LaunchCtx & ctx, const wsp_ggml_tensor * src, void * dst, wsp_ggml_type type);
 
-// MUL_MAT of a float weight through cuBLAS (mul_mat.cu); the quantized GEMM path hands its F16
-// slabs to it as float-weight nodes
+// MUL_MAT of a float weight through cuBLAS, or our own GEMM (mul_mat.cu); the quantized GEMM path
+// hands its F16 slabs to it as float-weight nodes
 bool mul_mat_cublas(LaunchCtx & ctx, wsp_ggml_tensor * t);
+
+// our own tiled GEMM for float weights (gemm.cu), used instead of cuBLAS with
+// WSP_GGML_CUDA_OWN_GEMM=1
+bool own_gemm_wanted();
+bool mul_mat_own_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t);
 
 } // namespace wsp::cuda

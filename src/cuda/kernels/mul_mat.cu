@@ -2,8 +2,9 @@
 // broadcast over dims 2-3. In cuBLAS's column-major terms W is a K x N matrix, so C = op(W)^T B
 // with op = transpose. F32 weights run in F32 (TF32 tensor cores when WSP_GGML_CUDA_TF32=1),
 // F16 and BF16 weights take activations converted to their type and run on tensor cores with
-// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts. Quantized
-// weights take mul_mat_q.cu's paths.
+// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts; with
+// WSP_GGML_CUDA_OWN_GEMM=1 our own kernel instead (gemm.cu). Quantized weights take mul_mat_q.cu's
+// paths.
 
 #include "common.cuh"
 #include "kernels.cuh"
@@ -105,6 +106,9 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
 }
 
 bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    if (own_gemm_wanted()) {
+        return mul_mat_own_gemm(ctx, t);
+    }
     const wsp_ggml_tensor * a = t->src[0];
     const wsp_ggml_tensor * b = t->src[1];
     cublasHandle_t          h = ctx.backend.blas();
