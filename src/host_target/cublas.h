@@ -40,7 +40,7 @@ typedef enum {
     CUBLAS_OP_T        = 1,
     CUBLAS_OP_C        = 2,
     CUBLAS_OP_HERMITAN = 2,
-    CUBLAS_OP_CONJG    = 3, // a placeholder in cuBLAS too: rejected
+    CUBLAS_OP_CONJG    = 3, // reserved by cuBLAS, which takes no operation of this value: rejected
 } cublasOperation_t;
 
 typedef enum {
