@@ -19,13 +19,13 @@ namespace {
 TEST(CudaRegistry, RegAndDevicesAgree) {
     wsp_ggml_backend_reg_t reg = wsp_ggml_backend_cuda_reg();
     ASSERT_NE(reg, nullptr);
-    EXPECT_STREQ(wsp_ggml_backend_reg_name(reg), "CUDA");
-    EXPECT_EQ(wsp_ggml_backend_reg_by_name("CUDA"), reg); // registered with the registry
+    EXPECT_STREQ(wsp_ggml_backend_reg_name(reg), WSP_GGML_CUDA_NAME); // "ROCm" under HIP
+    EXPECT_EQ(wsp_ggml_backend_reg_by_name(WSP_GGML_CUDA_NAME), reg); // registered with the registry
     const int n = wsp_ggml_backend_cuda_get_device_count();
     EXPECT_EQ(wsp_ggml_backend_reg_dev_count(reg), (size_t) n);
     for (int i = 0; i < n; ++i) {
         wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(reg, (size_t) i);
-        EXPECT_EQ(std::string(wsp_ggml_backend_dev_name(dev)), "CUDA" + std::to_string(i));
+        EXPECT_EQ(std::string(wsp_ggml_backend_dev_name(dev)), WSP_GGML_CUDA_NAME + std::to_string(i));
         EXPECT_EQ(wsp_ggml_backend_dev_type(dev), WSP_GGML_BACKEND_DEVICE_TYPE_GPU);
         char desc[256];
         wsp_ggml_backend_cuda_get_device_description(i, desc, sizeof(desc));
@@ -39,11 +39,14 @@ TEST(CudaRegistry, RegAndDevicesAgree) {
         wsp_ggml_backend_dev_get_props(dev, &props);
         EXPECT_TRUE(props.caps.async && props.caps.events && props.caps.host_buffer);
         EXPECT_STREQ(wsp_ggml_backend_buft_name(wsp_ggml_backend_cuda_buffer_type(i)), props.name);
+        // the split buffer type is named after its registry and main device: "CUDA0_Split", "ROCm1_Split"
+        EXPECT_EQ(std::string(wsp_ggml_backend_buft_name(wsp_ggml_backend_cuda_split_buffer_type(i, nullptr))),
+                  WSP_GGML_CUDA_NAME + std::to_string(i) + "_Split");
     }
     // a device that does not exist: NULL and a message, never a crash
     EXPECT_EQ(wsp_ggml_backend_cuda_init(n), nullptr);
     EXPECT_EQ(wsp_ggml_backend_cuda_buffer_type(n), nullptr);
-    EXPECT_EQ(wsp_ggml_backend_init_by_name(("CUDA" + std::to_string(n)).c_str(), nullptr), nullptr);
+    EXPECT_EQ(wsp_ggml_backend_init_by_name((WSP_GGML_CUDA_NAME + std::to_string(n)).c_str(), nullptr), nullptr);
     size_t free_mem = 1, total = 1;
     wsp_ggml_backend_cuda_get_device_memory(n, &free_mem, &total);
     EXPECT_EQ(total, 0u);
@@ -51,7 +54,7 @@ TEST(CudaRegistry, RegAndDevicesAgree) {
 
 TEST(CudaRegistry, HostBufferWorksWithOrWithoutAGpu) {
     wsp_ggml_backend_buffer_type_t host = wsp_ggml_backend_cuda_host_buffer_type();
-    EXPECT_STREQ(wsp_ggml_backend_buft_name(host), "CUDA_Host");
+    EXPECT_STREQ(wsp_ggml_backend_buft_name(host), WSP_GGML_CUDA_NAME "_Host");
     EXPECT_TRUE(wsp_ggml_backend_buft_is_host(host));
     // pinned where possible, ordinary host memory (with a message) otherwise: usable either way
     wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_buft_alloc_buffer(host, 4096);

@@ -172,7 +172,7 @@ void check(const FaCase & c, uint32_t seed) {
     const std::vector<double> ref = reference(c, x, scale);
     const bool                mma = c.kv_type == WSP_GGML_TYPE_F16 && c.n_q > 8;
     for (int d = 0; d < wsp_ggml_backend_cuda_get_device_count(); ++d) {
-        SCOPED_TRACE("CUDA" + std::to_string(d));
+        SCOPED_TRACE(WSP_GGML_CUDA_NAME + std::to_string(d));
         const std::vector<float> got = cuda_output(g, out, d);
         ASSERT_EQ(got.size(), ref.size());
         EXPECT_LT(nmse(got, ref), mma ? MMA_NMSE : VEC_NMSE);

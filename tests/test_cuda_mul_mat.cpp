@@ -183,7 +183,7 @@ void check(const MmCase & c, uint32_t seed) {
     const int64_t       nblk = c.K / 32;
     std::vector<double> bound(ref.exact.size());
     for (int d = 0; d < wsp_ggml_backend_cuda_get_device_count(); ++d) {
-        SCOPED_TRACE("CUDA" + std::to_string(d));
+        SCOPED_TRACE(WSP_GGML_CUDA_NAME + std::to_string(d));
         const std::vector<float> got = cuda_output(g, y, d);
         ASSERT_EQ(got.size(), ref.exact.size());
         if (dot) {

@@ -56,15 +56,24 @@ bool uniform_rows(const wsp_ggml_tensor * t) {
 
 // the rows of src into the rows of dst (same shape, each at its own pitch), on stream ss
 bool copy_rows(const wsp_ggml_tensor * src, int from, wsp_ggml_tensor * dst, int to, cudaStream_t ss, int on) {
+    const size_t width  = wsp_ggml_row_size(src->type, src->ne[0]);
+    const size_t height = (size_t) wsp_ggml_nrows(src);
+#if !WSP_GPU_HAS_MEMCPY_3D_PEER
+    // one address space for every device (HIP): a 2-D copy reaches the peer
+    (void) from;
+    (void) to;
+    return WSP_CUDA_OK(
+        cudaMemcpy2DAsync(dst->data, dst->nb[1], src->data, src->nb[1], width, height, cudaMemcpyDeviceToDevice, ss),
+        on);
+#else
     cudaMemcpy3DPeerParms p{};
-    const size_t          width  = wsp_ggml_row_size(src->type, src->ne[0]);
-    const size_t          height = (size_t) wsp_ggml_nrows(src);
-    p.srcPtr                     = make_cudaPitchedPtr(const_cast<void *>(src->data), src->nb[1], width, height);
-    p.dstPtr                     = make_cudaPitchedPtr(dst->data, dst->nb[1], width, height);
-    p.srcDevice                  = from;
-    p.dstDevice                  = to;
-    p.extent                     = make_cudaExtent(width, height, 1);
+    p.srcPtr    = make_cudaPitchedPtr(const_cast<void *>(src->data), src->nb[1], width, height);
+    p.dstPtr    = make_cudaPitchedPtr(dst->data, dst->nb[1], width, height);
+    p.srcDevice = from;
+    p.dstDevice = to;
+    p.extent    = make_cudaExtent(width, height, 1);
     return WSP_CUDA_OK(cudaMemcpy3DPeerAsync(&p, ss), on);
+#endif
 }
 
 // device to device between CUDA backends: on the source stream after its queued work; the
@@ -152,9 +161,14 @@ wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
     BackendCtx & ctx = backend_ctx(b);
     DeviceGuard  guard(ctx.physical);
     cudaStream_t stream = ctx.stream();
-    if (stream == nullptr || ctx.blas() == nullptr) {
+    if (stream == nullptr) {
         return WSP_GGML_STATUS_FAILED;
     }
+#if WSP_GPU_HAS_BLAS
+    if (ctx.blas() == nullptr) { // made before a graph capture can begin
+        return WSP_GGML_STATUS_FAILED;
+    }
+#endif
     LaunchCtx lc{ ctx.index, ctx.physical, stream, ctx };
     switch (ctx.graphs->run(stream, graph, [&] { return launch_nodes(b, lc, graph); })) {
         case GraphCache::Result::REPLAYED:
@@ -211,21 +225,25 @@ cudaStream_t BackendCtx::stream() {
     return stream_owner.get();
 }
 
+#if WSP_GPU_HAS_BLAS
 cublasHandle_t BackendCtx::blas() {
     if (!blas_owner && stream() != nullptr) {
+        BlasHandle h = make_blas(physical, stream());
+#    if WSP_GPU_BLAS_SET_WORKSPACE
         // a workspace of our own: cuBLAS then allocates nothing during a CUDA graph capture
         constexpr size_t WORKSPACE = (size_t) 32 << 20;
         blas_workspace             = alloc_device(physical, WORKSPACE, "the cuBLAS workspace");
-        BlasHandle h               = make_blas(physical, stream());
-        if (h && blas_workspace) {
-            DeviceGuard guard(physical);
-            if (WSP_CUBLAS_OK(cublasSetWorkspace(h.get(), blas_workspace.get(), WORKSPACE), physical)) {
-                blas_owner = std::move(h);
-            }
+        DeviceGuard guard(physical);
+        if (h && (!blas_workspace ||
+                  !WSP_CUBLAS_OK(cublasSetWorkspace(h.get(), blas_workspace.get(), WORKSPACE), physical))) {
+            h = BlasHandle{};
         }
+#    endif
+        blas_owner = std::move(h);
     }
     return blas_owner.get();
 }
+#endif
 
 bool is_cuda_backend(wsp_ggml_backend_t backend) {
     return backend != nullptr && wsp_ggml_guid_matches(backend->guid, &cuda_guid);
@@ -237,12 +255,14 @@ BackendCtx & backend_ctx(wsp_ggml_backend_t backend) {
 
 wsp_ggml_backend_t backend_init(int index) {
     if (index < 0 || (size_t) index >= devices().size()) {
-        WSP_LOG_ERROR("CUDA: device %d does not exist (%zu devices)\n", index, devices().size());
+        WSP_LOG_ERROR(WSP_GGML_CUDA_NAME ": device %d does not exist (%zu devices)\n", index, devices().size());
         return nullptr;
     }
     nccl::acquire();
-    auto * ctx  = new BackendCtx{ index, physical_of(index), {}, {}, {}, {}, {} };
-    ctx->graphs = std::make_unique<GraphCache>(ctx->physical);
+    auto * ctx    = new BackendCtx{};
+    ctx->index    = index;
+    ctx->physical = physical_of(index);
+    ctx->graphs   = std::make_unique<GraphCache>(ctx->physical);
     return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };
 }
 

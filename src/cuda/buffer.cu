@@ -133,7 +133,7 @@ wsp_ggml_backend_buffer_type_t buffer_type_of(int index) {
         return v;
     }();
     if (index < 0 || (size_t) index >= types.size()) {
-        WSP_LOG_ERROR("CUDA: device %d does not exist (%zu devices)\n", index, types.size());
+        WSP_LOG_ERROR(WSP_GGML_CUDA_NAME ": device %d does not exist (%zu devices)\n", index, types.size());
         return nullptr;
     }
     return &types[(size_t) index];

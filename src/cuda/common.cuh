@@ -4,6 +4,7 @@
 // logged message naming the call, the device and the place, and DeviceGuard, which makes a device current and restores
 // the previous. Failures never abort: callers turn a false check into NULL / false / a status.
 
+#include "ggml-cuda.h"
 #include "ggml.h"
 #include "vendor.cuh"
 
@@ -16,7 +17,9 @@ namespace wsp::cuda {
 
 // logs and returns false when err is not success; clears the sticky "last error"
 bool check_cuda(cudaError_t err, const char * call, int device, const char * file, int line);
+#if WSP_GPU_HAS_BLAS
 bool check_blas(cublasStatus_t status, const char * call, int device, const char * file, int line);
+#endif
 
 // the current device, restored on scope exit
 class DeviceGuard {

@@ -67,7 +67,7 @@ std::vector<DeviceInfo> read_devices() {
     const cudaError_t       err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n <= 0) {
         (void) cudaGetLastError();
-        WSP_LOG_INFO("CUDA: no usable GPU (%s); the CUDA backend has no devices\n",
+        WSP_LOG_INFO(WSP_GGML_CUDA_NAME ": no usable GPU (%s); the " WSP_GGML_CUDA_NAME " backend has no devices\n",
                      err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
         return list;
     }
@@ -90,7 +90,7 @@ std::vector<DeviceInfo> read_devices() {
         DeviceInfo d;
         d.index       = (int) list.size();
         d.physical    = phys;
-        d.name        = std::string("CUDA") + std::to_string(d.index);
+        d.name        = std::string(WSP_GGML_CUDA_NAME) + std::to_string(d.index);
         d.description = std::string(prop.name) + " (PCI " + pci_bus_id(phys) + ")";
         if (virtual_n > 0) {
             d.description += " virtual " + std::to_string(i) + " of " + std::to_string(virtual_n);

@@ -66,7 +66,8 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, std::vector<NodeKey> 
             (void) cudaGraphDestroy(g);
         }
         // nothing ran during the capture: the caller launches directly, now and from now on
-        WSP_LOG_WARN("CUDA: this graph cannot be recorded as a CUDA graph (%s); launching directly from now on\n",
+        WSP_LOG_WARN(WSP_GGML_CUDA_NAME
+                     ": this graph cannot be recorded as a CUDA graph (%s); launching directly from now on\n",
                      end != cudaSuccess ? cudaGetErrorString(end) : "an op failed to launch while recording");
         enabled_ = false;
         entries_.clear();
@@ -85,7 +86,7 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, std::vector<NodeKey> 
     }
     const size_t n_nodes = key.size();
     entries_.insert(entries_.begin(), Entry{ std::move(key), GraphExec(physical_, exec) });
-    WSP_LOG_DEBUG("CUDA: recorded a CUDA graph of %zu nodes on GPU %d (%zu kept)\n", n_nodes, physical_,
+    WSP_LOG_DEBUG(WSP_GGML_CUDA_NAME ": recorded a CUDA graph of %zu nodes on GPU %d (%zu kept)\n", n_nodes, physical_,
                   entries_.size());
     return WSP_CUDA_OK(cudaGraphLaunch(exec, stream), physical_) ? Result::RECORDED : Result::FAILED;
 }

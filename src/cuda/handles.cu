@@ -24,6 +24,7 @@ Event make_event(int physical) {
     return Event(physical, e);
 }
 
+#if WSP_GPU_HAS_BLAS
 BlasHandle make_blas(int physical, cudaStream_t stream) {
     DeviceGuard    guard(physical);
     cublasHandle_t h = nullptr;
@@ -36,6 +37,7 @@ BlasHandle make_blas(int physical, cudaStream_t stream) {
     }
     return owner;
 }
+#endif
 
 void configure_pool(int physical) {
     static bool configured[16] = {};
@@ -61,7 +63,8 @@ Scratch::Scratch(int physical, cudaStream_t stream, size_t size) : device_(physi
     if (err != cudaSuccess) {
         (void) cudaGetLastError();
         ptr_ = nullptr;
-        WSP_LOG_ERROR("CUDA: out of memory on device %d: cannot allocate %zu bytes of scratch\n", physical, size);
+        WSP_LOG_ERROR(WSP_GGML_CUDA_NAME ": out of memory on device %d: cannot allocate %zu bytes of scratch\n",
+                      physical, size);
     }
 }
 
@@ -89,7 +92,8 @@ DeviceMemory alloc_device(int physical, size_t size, const char * what) {
         (void) cudaGetLastError();
         size_t free_mem = 0, total = 0;
         (void) cudaMemGetInfo(&free_mem, &total);
-        WSP_LOG_ERROR("CUDA: out of memory on device %d: cannot allocate %zu bytes (%.1f MiB) for %s; %.1f MiB free\n",
+        WSP_LOG_ERROR(WSP_GGML_CUDA_NAME
+                      ": out of memory on device %d: cannot allocate %zu bytes (%.1f MiB) for %s; %.1f MiB free\n",
                       physical, size, size / 1048576.0, what, free_mem / 1048576.0);
         return {};
     }

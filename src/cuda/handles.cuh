@@ -52,9 +52,12 @@ struct StreamTraits {
 struct EventTraits {
     static void release(int dev, cudaEvent_t e) { WSP_CUDA_OK(cudaEventDestroy(e), dev); }
 };
+#if WSP_GPU_HAS_BLAS
 struct BlasTraits {
     static void release(int dev, cublasHandle_t h) { WSP_CUBLAS_OK(cublasDestroy(h), dev); }
 };
+using BlasHandle = Owner<cublasHandle_t, BlasTraits>;
+#endif
 struct DeviceMemoryTraits {
     static void release(int dev, void * p) { WSP_CUDA_OK(cudaFree(p), dev); }
 };
@@ -64,7 +67,6 @@ struct PinnedMemoryTraits {
 
 using Stream       = Owner<cudaStream_t, StreamTraits>;
 using Event        = Owner<cudaEvent_t, EventTraits>;
-using BlasHandle   = Owner<cublasHandle_t, BlasTraits>;
 using DeviceMemory = Owner<void *, DeviceMemoryTraits>;
 using PinnedMemory = Owner<void *, PinnedMemoryTraits>;
 
@@ -95,8 +97,10 @@ void configure_pool(int physical);
 // constructors that log and return an empty owner on failure
 Stream       make_stream(int physical);
 Event        make_event(int physical);
-BlasHandle   make_blas(int physical, cudaStream_t stream);
 DeviceMemory alloc_device(int physical, size_t size, const char * what);
 PinnedMemory alloc_pinned(size_t size);
+#if WSP_GPU_HAS_BLAS
+BlasHandle make_blas(int physical, cudaStream_t stream);
+#endif
 
 } // namespace wsp::cuda

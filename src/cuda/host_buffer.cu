@@ -66,8 +66,9 @@ const char * host_name(wsp_ggml_backend_buffer_type_t) {
 wsp_ggml_backend_buffer_t host_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
     PinnedMemory mem = alloc_pinned(size);
     if (!mem) {
-        WSP_LOG_WARN("CUDA: cannot pin %zu bytes (%.1f MiB) of host memory; using ordinary host memory\n", size,
-                     size / 1048576.0);
+        WSP_LOG_WARN(WSP_GGML_CUDA_NAME
+                     ": cannot pin %zu bytes (%.1f MiB) of host memory; using ordinary host memory\n",
+                     size, size / 1048576.0);
         return wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_cpu_buffer_type(), size);
     }
     return wsp_ggml_backend_buffer_init(buft, host_iface, new HostBuffer{ std::move(mem) }, size);
@@ -110,8 +111,9 @@ bool wsp_ggml_backend_cuda_register_host_buffer(void * buffer, size_t size) {
     const cudaError_t err = cudaHostRegister(buffer, size, cudaHostRegisterPortable);
     if (err != cudaSuccess) {
         (void) cudaGetLastError();
-        WSP_LOG_WARN("CUDA: cannot register %zu bytes of host memory at %p as pinned (%s); it stays pageable\n", size,
-                     buffer, cudaGetErrorString(err));
+        WSP_LOG_WARN(WSP_GGML_CUDA_NAME
+                     ": cannot register %zu bytes of host memory at %p as pinned (%s); it stays pageable\n",
+                     size, buffer, cudaGetErrorString(err));
         return false;
     }
     return true;

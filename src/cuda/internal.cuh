@@ -20,18 +20,22 @@ struct BufferCtx {
 };
 
 struct BackendCtx {
-    int                         index;
-    int                         physical;
-    Stream                      stream_owner;
-    DeviceMemory                blas_workspace; // given to cuBLAS so that its calls can be captured
-    BlasHandle                  blas_owner;     // after its workspace: destroyed before it is freed
-    Event                       copy_done;      // recorded after an outgoing device-to-device copy
-    std::unique_ptr<GraphCache> graphs;         // Note [CUDA graphs]
+    int    index;
+    int    physical;
+    Stream stream_owner;
+#if WSP_GPU_HAS_BLAS
+    DeviceMemory blas_workspace; // given to cuBLAS so that its calls can be captured
+    BlasHandle   blas_owner;     // after its workspace: destroyed before it is freed
+#endif
+    Event                       copy_done; // recorded after an outgoing device-to-device copy
+    std::unique_ptr<GraphCache> graphs;    // Note [CUDA graphs]
 
     // null when the stream cannot be created (logged)
     cudaStream_t stream();
+#if WSP_GPU_HAS_BLAS
     // null when cuBLAS cannot be set up (logged)
     cublasHandle_t blas();
+#endif
 };
 
 wsp_ggml_backend_reg_t         reg();

@@ -3,6 +3,8 @@
 // The op table: each op maps to {supported, launch}, defined side by side in the op's file under
 // kernels/, so what the device claims in supports_op and what graph_compute can run cannot drift
 // apart. launch enqueues on the backend's stream and returns false (logged) when it cannot.
+// Each op file hands out its entry from a function: clang's HIP emits a namespace-scope constant
+// on the device side too, where the host functions it points to do not exist.
 
 #include "internal.cuh"
 

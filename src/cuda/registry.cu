@@ -71,7 +71,8 @@ bool reads_split_tensor(const wsp_ggml_tensor * op) {
             static bool logged = false;
             if (!logged) {
                 logged = true;
-                WSP_LOG_WARN("CUDA: %s reads the split tensor %s; only mul_mat uses split weights, and the scheduler "
+                WSP_LOG_WARN(WSP_GGML_CUDA_NAME
+                             ": %s reads the split tensor %s; only mul_mat uses split weights, and the scheduler "
                              "computes it per device\n",
                              wsp_ggml_op_desc(op), describe(s).c_str());
             }
@@ -176,10 +177,12 @@ wsp_ggml_backend_feature * features(wsp_ggml_backend_reg_t) {
 #else
     static const char * nccl = "0";
 #endif
+    // the library float mat-muls run on: the vendor's BLAS, or our own GEMM where there is none
+    static const char *                          blas  = WSP_GPU_HAS_BLAS ? WSP_GGML_CUBLAS_NAME : "own GEMM";
     static std::string                           archs = WSP_GGML_CUDA_ARCHS;
-    static std::vector<wsp_ggml_backend_feature> f     = { { "ARCHS", archs.c_str() },
-                                                           { "NCCL", nccl },
-                                                           { nullptr, nullptr } };
+    static std::vector<wsp_ggml_backend_feature> f     = {
+            { "ARCHS", archs.c_str() }, { "NCCL", nccl }, { "BLAS", blas }, { nullptr, nullptr }
+    };
     return f.data();
 }
 

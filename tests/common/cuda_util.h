@@ -16,9 +16,9 @@
 
 namespace wsp::test {
 
-#define REQUIRE_GPU()                                                                             \
-    if (wsp_ggml_backend_cuda_get_device_count() == 0) {                                          \
-        GTEST_SKIP() << "no CUDA device (no driver or no GPU on this machine); run gpu-check.sh"; \
+#define REQUIRE_GPU()                                                                                               \
+    if (wsp_ggml_backend_cuda_get_device_count() == 0) {                                                            \
+        GTEST_SKIP() << "no " WSP_GGML_CUDA_NAME " device (no driver or no GPU on this machine); run gpu-check.sh"; \
     }
 
 // Emulated devices (the host target, sims) watch every stream with the process's happens-before

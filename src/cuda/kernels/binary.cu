@@ -54,6 +54,9 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-const OpEntry op_binary = { supported, launch };
+const OpEntry & op_binary() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

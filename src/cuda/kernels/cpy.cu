@@ -149,6 +149,9 @@ bool convert_contiguous(LaunchCtx & ctx, const wsp_ggml_tensor * src, void * dst
     return enqueue(ctx, view_of(src), view_of(&d), src, &d);
 }
 
-const OpEntry op_cpy = { supported, launch };
+const OpEntry & op_cpy() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

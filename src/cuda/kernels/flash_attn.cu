@@ -152,6 +152,9 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-const OpEntry op_flash_attn_ext = { supported, launch };
+const OpEntry & op_flash_attn_ext() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

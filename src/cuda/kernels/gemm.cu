@@ -81,6 +81,9 @@ __global__ void __launch_bounds__(THREADS) gemm_kernel(const GemmParams p) {
 } // namespace
 
 bool own_gemm_wanted() {
+    if (!WSP_GPU_HAS_BLAS) {
+        return true;
+    }
     static const bool on = [] {
         const char * env = std::getenv("WSP_GGML_CUDA_OWN_GEMM");
         return env != nullptr && std::atoi(env) != 0;
@@ -95,7 +98,7 @@ bool mul_mat_own_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const dim3       grid((unsigned) ((a->ne[1] + TILE - 1) / TILE), (unsigned) ((t->ne[1] + TILE - 1) / TILE),
                           (unsigned) (batches < 65535 ? batches : 65535));
     if ((a->ne[1] + TILE - 1) / TILE > 0x7fffffff || (t->ne[1] + TILE - 1) / TILE > 65535) {
-        WSP_LOG_ERROR("CUDA: mul_mat %s is too large for the own GEMM's grid\n", describe(t).c_str());
+        WSP_LOG_ERROR(WSP_GGML_CUDA_NAME ": mul_mat %s is too large for the own GEMM's grid\n", describe(t).c_str());
         return false;
     }
     gpu::launch(gemm_kernel, grid, THREADS, 0, ctx.stream, p);

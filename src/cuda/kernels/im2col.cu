@@ -91,6 +91,9 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-const OpEntry op_im2col = { supported, launch };
+const OpEntry & op_im2col() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

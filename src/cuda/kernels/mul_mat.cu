@@ -2,9 +2,9 @@
 // broadcast over dims 2-3. In cuBLAS's column-major terms W is a K x N matrix, so C = op(W)^T B
 // with op = transpose. F32 weights run in F32 (TF32 tensor cores when WSP_GGML_CUDA_TF32=1),
 // F16 and BF16 weights take activations converted to their type and run on tensor cores with
-// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts; with
-// WSP_GGML_CUDA_OWN_GEMM=1 our own kernel instead (gemm.cu). Quantized weights take mul_mat_q.cu's
-// paths.
+// F32 accumulation. One GEMM, a strided batch, or a batch of pointers for broadcasts. Our own
+// kernel (gemm.cu) serves instead where the vendor has no BLAS (HIP without hipBLAS) and with
+// WSP_GGML_CUDA_OWN_GEMM=1. Quantized weights take mul_mat_q.cu's paths.
 
 #include "common.cuh"
 #include "kernels.cuh"
@@ -17,6 +17,18 @@ namespace wsp::cuda {
 
 namespace {
 
+bool supported_float(const wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * a = t->src[0];
+    const wsp_ggml_tensor * b = t->src[1];
+    // cuBLAS takes a weight row stride (lda) of at least K elements and a result row stride (ldc)
+    // of at least N: a view whose rows overlap cannot be a cuBLAS operand
+    const size_t es = wsp_ggml_type_size(a->type);
+    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] >= t->ne[0] * sizeof(float) &&
+           t->nb[1] % sizeof(float) == 0 && is_float_type(a->type) && a->nb[0] == es && a->nb[1] % es == 0 &&
+           a->nb[1] >= (size_t) a->ne[0] * es && is_float_type(b->type);
+}
+
+#if WSP_GPU_HAS_BLAS
 cudaDataType_t cuda_type(wsp_ggml_type t) {
     switch (t) {
         case WSP_GGML_TYPE_F16: return CUDA_R_16F;
@@ -29,17 +41,6 @@ cublasComputeType_t compute_type(wsp_ggml_type weight) {
     static const bool tf32 =
         std::getenv("WSP_GGML_CUDA_TF32") != nullptr && std::atoi(std::getenv("WSP_GGML_CUDA_TF32")) != 0;
     return weight == WSP_GGML_TYPE_F32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-bool supported_float(const wsp_ggml_tensor * t) {
-    const wsp_ggml_tensor * a = t->src[0];
-    const wsp_ggml_tensor * b = t->src[1];
-    // cuBLAS takes a weight row stride (lda) of at least K elements and a result row stride (ldc)
-    // of at least N: a view whose rows overlap cannot be a cuBLAS operand
-    const size_t es = wsp_ggml_type_size(a->type);
-    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] >= t->ne[0] * sizeof(float) &&
-           t->nb[1] % sizeof(float) == 0 && is_float_type(a->type) && a->nb[0] == es && a->nb[1] % es == 0 &&
-           a->nb[1] >= (size_t) a->ne[0] * es && is_float_type(b->type);
 }
 
 // the activations as the GEMM reads them: b itself when its layout allows, else a converted copy
@@ -105,10 +106,7 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
                          ctx.physical);
 }
 
-bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
-    if (own_gemm_wanted()) {
-        return mul_mat_own_gemm(ctx, t);
-    }
+bool blas_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const wsp_ggml_tensor * a = t->src[0];
     const wsp_ggml_tensor * b = t->src[1];
     cublasHandle_t          h = ctx.backend.blas();
@@ -154,6 +152,16 @@ bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     }
     return batched(ctx, h, t, B, cuda_type(gemm_type));
 }
+#endif // WSP_GPU_HAS_BLAS
+
+bool launch_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+#if WSP_GPU_HAS_BLAS
+    if (!own_gemm_wanted()) {
+        return blas_gemm(ctx, t);
+    }
+#endif
+    return mul_mat_own_gemm(ctx, t);
+}
 
 // quantized weights go to mul_mat_q.cu, which hands its GEMMs back to launch_float
 bool supported(const wsp_ggml_tensor * t) {
@@ -166,10 +174,13 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-bool mul_mat_cublas(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+bool mul_mat_float(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     return launch_float(ctx, t);
 }
 
-const OpEntry op_mul_mat = { supported, launch };
+const OpEntry & op_mul_mat() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

@@ -164,7 +164,7 @@ bool gemm_path(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         node.src[1]          = const_cast<wsp_ggml_tensor *>(b);
         node.ne[0]           = rows;
         node.data            = static_cast<char *>(t->data) + n0 * (int64_t) t->nb[0];
-        if (!mul_mat_cublas(ctx, &node)) {
+        if (!mul_mat_float(ctx, &node)) {
             return false;
         }
     }

@@ -130,6 +130,9 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-const OpEntry op_soft_max = { supported, launch };
+const OpEntry & op_soft_max() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

@@ -117,6 +117,9 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
 
 } // namespace
 
-const OpEntry op_unary = { supported, launch };
+const OpEntry & op_unary() {
+    static const OpEntry entry = { supported, launch };
+    return entry;
+}
 
 } // namespace wsp::cuda

@@ -27,6 +27,10 @@ typedef unsigned wsp_lane_mask_t;
 #    define WSP_GPU_HAS_MMA_M16N8K16 0
 #endif
 
+#define WSP_GPU_HAS_BLAS           1
+#define WSP_GPU_BLAS_SET_WORKSPACE 1
+#define WSP_GPU_HAS_MEMCPY_3D_PEER 1
+
 #define WSP_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 
 namespace wsp::gpu {

@@ -27,6 +27,10 @@
 // WSP_GPU_WARP_SIZE, wsp_lane_mask_t and WSP_GPU_FULL_MASK come from device.h
 #define WSP_GPU_HAS_MMA_M16N8K16 (WSP_GPU_WARP_SIZE == 32)
 
+#define WSP_GPU_HAS_BLAS           1 // the host target's cuBLAS subset
+#define WSP_GPU_BLAS_SET_WORKSPACE 1
+#define WSP_GPU_HAS_MEMCPY_3D_PEER 1
+
 #define WSP_DYNAMIC_SHARED(type, name) type * name = static_cast<type *>(::wsp::host_target::dynamic_shared_memory())
 
 namespace wsp::gpu {
