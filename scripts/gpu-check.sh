@@ -78,6 +78,11 @@ step bench-cuda "$build/bench/bench_cuda" --benchmark_min_time=0.2 --benchmark_o
     --benchmark_out_format=json
 grep -E "TFLOP/s|GB/s" "$out/bench-cuda.log" | sed 's/^/      /' | tee -a "$summary"
 
+# our own GEMM (the HIP path without hipBLAS) on the same shapes, beside cuBLAS's figures above
+step bench-own-gemm env WSP_GGML_CUDA_OWN_GEMM=1 "$build/bench/bench_cuda" --benchmark_min_time=0.2 \
+    --benchmark_filter=BM_backend_mul_mat --benchmark_out="$out/bench_own_gemm.json" --benchmark_out_format=json
+grep -E "TFLOP/s" "$out/bench-own-gemm.log" | sed 's/^/      own GEMM /' | tee -a "$summary"
+
 step bench-cuda-ops "$build/bench/bench_cuda_ops" --benchmark_min_time=0.2 \
     --benchmark_out="$out/bench_cuda_ops.json" --benchmark_out_format=json
 grep -E "TFLOP/s|GB/s" "$out/bench-cuda-ops.log" | sed 's/^/      /' | tee -a "$summary"

@@ -150,6 +150,17 @@ int cmd_devices() {
                     props.memory_free / 1048576.0, props.memory_total / 1048576.0,
                     wsp_ggml_backend_reg_name(wsp_ggml_backend_dev_backend_reg(dev)));
     }
+    // each registry, with its device count and the features it reports (GPU targets, NCCL, BLAS)
+    for (size_t i = 0; i < wsp_ggml_backend_reg_count(); ++i) {
+        wsp_ggml_backend_reg_t reg = wsp_ggml_backend_reg_get(i);
+        std::printf("  reg %-6s %zu devices", wsp_ggml_backend_reg_name(reg), wsp_ggml_backend_reg_dev_count(reg));
+        auto get_features = reinterpret_cast<wsp_ggml_backend_get_features_t>(
+            wsp_ggml_backend_reg_get_proc_address(reg, "wsp_ggml_backend_get_features"));
+        for (const wsp_ggml_backend_feature * f = get_features ? get_features(reg) : nullptr; f && f->name; ++f) {
+            std::printf("  %s=%s", f->name, f->value);
+        }
+        std::printf("\n");
+    }
     return 0;
 }
 
