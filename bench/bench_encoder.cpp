@@ -9,6 +9,7 @@
 // Model: whisper "tiny"-like on the CPU and sim devices, "small"-like (n_state 768, 12 layers,
 // flash attention) on GPUs; --benchmark_filter selects.
 
+#include "ggml-all-gpu.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml-sim.h"
@@ -205,7 +206,9 @@ void register_all() {
     std::vector<wsp_ggml_backend_dev_t> gpus;
     for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
         wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_get(i);
-        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU) {
+        // the single GPUs: an all-GPU device is these again, as one
+        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU &&
+            !wsp_ggml_backend_dev_is_all_gpu(dev)) {
             gpus.push_back(dev);
         }
     }

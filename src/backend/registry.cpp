@@ -1,11 +1,14 @@
 // The backend registry: backends compiled in (CPU always, CUDA/HIP when built) are registered
 // on first use; backends built as shared libraries are loaded with dlopen, checked (entry
 // point, score, API version) and registered with their devices, and removed again on unload.
+// A reg with two or more GPU devices brings an all-GPU device over them (src/allgpu), listed
+// after the reg's devices, or before every GPU device with WSP_GGML_ALL_GPUS=1.
 
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-sim.h"
 
+#include "../allgpu/all_gpu.h"
 #include "../core/impl.h"
 
 #include <algorithm>
@@ -75,6 +78,23 @@ public:
         for (size_t i = 0; i < n; ++i) {
             add_device(wsp_ggml_backend_reg_dev_get(reg, i));
         }
+        if (wsp_ggml_backend_reg_t all = wsp::allgpu::make_reg(reg)) {
+            regs_.push_back({ all, nullptr });
+            wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(all, 0);
+            if (all_gpus_first()) {
+                auto first_gpu = std::find_if(devices_.begin(), devices_.end(), [](wsp_ggml_backend_dev_t d) {
+                    return wsp_ggml_backend_dev_type(d) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
+                });
+                devices_.insert(first_gpu, dev);
+            } else {
+                add_device(dev);
+            }
+        }
+    }
+
+    static bool all_gpus_first() {
+        const char * env = std::getenv("WSP_GGML_ALL_GPUS");
+        return env != nullptr && std::atoi(env) != 0;
     }
 
     void add_device(wsp_ggml_backend_dev_t dev) {
@@ -89,10 +109,15 @@ public:
             return false;
         }
         *handle = it->handle;
+        // the reg goes, and the all-GPU reg over it
+        auto gone = [&](wsp_ggml_backend_reg_t r) {
+            return r == reg || (wsp::allgpu::is_all_gpu_reg(r) && wsp::allgpu::member_reg(r) == reg);
+        };
         devices_.erase(
-            std::remove_if(devices_.begin(), devices_.end(), [&](wsp_ggml_backend_dev_t d) { return d->reg == reg; }),
+            std::remove_if(devices_.begin(), devices_.end(), [&](wsp_ggml_backend_dev_t d) { return gone(d->reg); }),
             devices_.end());
-        regs_.erase(it);
+        regs_.erase(std::remove_if(regs_.begin(), regs_.end(), [&](const RegEntry & e) { return gone(e.reg); }),
+                    regs_.end());
         return true;
     }
 

@@ -107,6 +107,28 @@ void * buf_base(wsp_ggml_backend_buffer_t) {
     return FAKE_BASE;
 }
 
+// device d's rows [range) of t, as an ordinary tensor at data in buffer sub
+Slice make_slice(const BufferCtx & ctx, const wsp_ggml_tensor * t, size_t d, std::pair<int64_t, int64_t> range,
+                 wsp_ggml_backend_buffer_t sub, void * data) {
+    const int64_t rows = range.second - range.first;
+    Slice         s{ (int) d, range.first, range.second, sub, {} };
+    s.tensor.type   = t->type;
+    s.tensor.ne[0]  = t->ne[0];
+    s.tensor.ne[1]  = rows;
+    s.tensor.ne[2]  = 1;
+    s.tensor.ne[3]  = 1;
+    s.tensor.nb[0]  = wsp_ggml_type_size(t->type);
+    s.tensor.nb[1]  = wsp_ggml_row_size(t->type, t->ne[0]);
+    s.tensor.nb[2]  = s.tensor.nb[1] * (size_t) rows;
+    s.tensor.nb[3]  = s.tensor.nb[2];
+    s.tensor.op     = WSP_GGML_OP_NONE;
+    s.tensor.buffer = sub;
+    s.tensor.data   = data;
+    std::snprintf(s.tensor.name, sizeof(s.tensor.name), "%.50s#%s", t->name,
+                  wsp_ggml_backend_dev_name(wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d)));
+    return s;
+}
+
 wsp_ggml_status buf_init_tensor(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t) {
     if (t->view_src != nullptr) {
         WSP_LOG_ERROR("split buffer: %s is a view; views of split tensors are not supported\n", describe(t).c_str());
@@ -133,22 +155,7 @@ wsp_ggml_status buf_init_tensor(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t
                           wsp_ggml_backend_dev_name(wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d)));
             return WSP_GGML_STATUS_ALLOC_FAILED;
         }
-        Slice s{ (int) d, ranges[d].first, ranges[d].second, sub, {} };
-        s.tensor.type   = t->type;
-        s.tensor.ne[0]  = t->ne[0];
-        s.tensor.ne[1]  = rows;
-        s.tensor.ne[2]  = 1;
-        s.tensor.ne[3]  = 1;
-        s.tensor.nb[0]  = wsp_ggml_type_size(t->type);
-        s.tensor.nb[1]  = wsp_ggml_row_size(t->type, t->ne[0]);
-        s.tensor.nb[2]  = s.tensor.nb[1] * (size_t) rows;
-        s.tensor.nb[3]  = s.tensor.nb[2];
-        s.tensor.op     = WSP_GGML_OP_NONE;
-        s.tensor.buffer = sub;
-        s.tensor.data   = data;
-        std::snprintf(s.tensor.name, sizeof(s.tensor.name), "%.50s#%s", t->name,
-                      wsp_ggml_backend_dev_name(wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d)));
-        st->slices.push_back(s);
+        st->slices.push_back(make_slice(ctx, t, d, ranges[d], sub, data));
     }
     t->extra = st.get();
     ctx.tensors.push_back(std::move(st));
@@ -337,6 +344,74 @@ const SplitTensor * split_of(const wsp_ggml_tensor * t) {
 
 wsp_ggml_backend_dev_t main_device(wsp_ggml_backend_buffer_type_t buft) {
     return buft->device;
+}
+
+bool init_shadow(wsp_ggml_backend_buffer_t buffer, wsp_ggml_tensor * shadow, const wsp_ggml_tensor * full) {
+    if (!is_split_buffer(buffer) || full->view_src != nullptr || full->ne[2] != 1 || full->ne[3] != 1 ||
+        !wsp_ggml_is_contiguous(full) || full->buffer == nullptr) {
+        WSP_LOG_ERROR("split buffer: %s cannot be shadowed (a contiguous matrix of its own memory is needed)\n",
+                      describe(full).c_str());
+        return false;
+    }
+    BufferCtx &                  ctx  = buf_ctx(buffer);
+    const wsp_ggml_backend_dev_t main = buffer->buft->device;
+    if (wsp_ggml_backend_buffer_get_type(full->buffer) != wsp_ggml_backend_dev_buffer_type(main)) {
+        WSP_LOG_ERROR("split buffer: %s is not in %s's memory, the main device of %s\n", describe(full).c_str(),
+                      wsp_ggml_backend_dev_name(main), buft_name(buffer->buft));
+        return false;
+    }
+    auto                 st     = std::make_unique<SplitTensor>();
+    const auto           ranges = row_ranges(buffer->buft, full->type, full->ne[1]);
+    const size_t         row    = wsp_ggml_row_size(full->type, full->ne[0]);
+    std::vector<uint8_t> staging;
+    for (size_t d = 0; d < ranges.size(); ++d) {
+        const int64_t rows = ranges[d].second - ranges[d].first;
+        if (rows == 0) {
+            continue;
+        }
+        const wsp_ggml_backend_dev_t dev_d = wsp_ggml_backend_reg_dev_get(ctx.buft->reg, d);
+        if (dev_d == main) { // the main device's rows are full's own
+            st->slices.push_back(make_slice(ctx, full, d, ranges[d], full->buffer,
+                                            static_cast<char *>(full->data) + (size_t) ranges[d].first * row));
+            continue;
+        }
+        void *                    data = nullptr;
+        wsp_ggml_backend_buffer_t sub  = carve(ctx, d, slice_bytes(full->type, full->ne[0], rows), &data);
+        if (sub == nullptr) {
+            WSP_LOG_ERROR("split buffer: cannot allocate rows [%lld, %lld) of %s on %s\n", (long long) ranges[d].first,
+                          (long long) ranges[d].second, describe(full).c_str(), wsp_ggml_backend_dev_name(dev_d));
+            return false;
+        }
+        Slice s = make_slice(ctx, full, d, ranges[d], sub, data);
+        // through the host: device memory is reached through the buffer interface only
+        staging.resize((size_t) rows * row);
+        wsp_ggml_backend_tensor_get(full, staging.data(), (size_t) ranges[d].first * row, staging.size());
+        wsp_ggml_backend_tensor_set(&s.tensor, staging.data(), 0, staging.size());
+        st->slices.push_back(s);
+    }
+    shadow->type = full->type;
+    std::memcpy(shadow->ne, full->ne, sizeof(shadow->ne));
+    std::memcpy(shadow->nb, full->nb, sizeof(shadow->nb));
+    shadow->op     = WSP_GGML_OP_NONE;
+    shadow->buffer = buffer;
+    shadow->data   = buf_base(buffer);
+    shadow->extra  = st.get();
+    std::snprintf(shadow->name, sizeof(shadow->name), "%.56s#split", full->name);
+    ctx.tensors.push_back(std::move(st));
+    return true;
+}
+
+size_t device_bytes(wsp_ggml_backend_buffer_t buffer, int d) {
+    if (!is_split_buffer(buffer)) {
+        return 0;
+    }
+    const wsp_ggml_backend_buffer_type_t dev_buft =
+        wsp_ggml_backend_dev_buffer_type(wsp_ggml_backend_reg_dev_get(buf_ctx(buffer).buft->reg, (size_t) d));
+    size_t bytes = 0;
+    for (wsp_ggml_backend_buffer_t sub : buf_ctx(buffer).owned) {
+        bytes += wsp_ggml_backend_buffer_get_type(sub) == dev_buft ? wsp_ggml_backend_buffer_get_size(sub) : 0;
+    }
+    return bytes;
 }
 
 void set_usage(wsp_ggml_backend_buffer_t buffer, wsp_ggml_backend_buffer_usage usage) {

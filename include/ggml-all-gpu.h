@@ -1,0 +1,29 @@
+#pragma once
+
+// The all-GPU device: where a reg has two or more GPU devices (CUDA, ROCm, the host target, sims),
+// one more device of type GPU, "<reg>_All" (CUDA_All, SIM_All, ...), presents them as one. Its
+// buffer type keeps tensors on the main (first) member; its backend runs each graph over every
+// member, each mat-mul with a weight spreading its rows over the members by tensor_split
+// (WSP_GGML_TENSOR_SPLIT=3,1; default: by free memory), so a client that picks one GPU device (as
+// whisper.cpp does) uses every GPU. Listed after the single devices, or first among the GPU
+// devices with WSP_GGML_ALL_GPUS=1. Note [all-GPU device] in src/allgpu/all_gpu.h has the design.
+
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+WSP_GGML_BACKEND_API bool wsp_ggml_backend_dev_is_all_gpu(wsp_ggml_backend_dev_t dev);
+
+// the members of an all-GPU device, main first (0 for any other device)
+WSP_GGML_BACKEND_API size_t                 wsp_ggml_backend_all_gpu_member_count(wsp_ggml_backend_dev_t dev);
+WSP_GGML_BACKEND_API wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_ggml_backend_dev_t dev, size_t i);
+
+// bytes of weights member i holds for the device: the main member the weight buffers made with
+// the device's buffer type, every member its rows of the spread mat-mul weights
+WSP_GGML_BACKEND_API size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,76 @@
+#pragma once
+
+// Note [all-GPU device]: one GPU-type device over the GPU devices (members) of a reg, so that a
+// client that picks one device uses all of them.
+//  - Buffer type: its buffers are the main member's own buffers (the main member is the first),
+//    so everything the client allocates through it is ordinary memory of that device: the
+//    members' kernels, the scheduler's placement and the client's reads and writes work
+//    unchanged. It only watches writes to them (a weight written again drops its spread copy).
+//  - Which weights spread is found from the graphs, not at allocation: when the device's backend
+//    first meets a mat-mul whose weight (src0) is a whole matrix in a weights buffer of the main
+//    member, it makes a shadow of it, a split tensor (Note [shadow split]) whose main rows are the
+//    weight's own memory and whose other rows are copied once to the other members by
+//    tensor_split. The weight stays whole for its other readers (get_rows of an embedding, a view
+//    of a positional table), which an allocation-time guess from shapes cannot know.
+//  - Backend: runs each graph it is given through a scheduler of its own over the members (and
+//    the CPU, as a scheduler needs), with every spread weight's mat-muls reading the shadow while
+//    it runs: the split mat-mul pass, pipelines, events and peer copies do the rest.
+//  - Cost: the main member holds every weight, the others their rows of the spread ones. Less
+//    memory needs the weight's main copy given up, which breaks its other readers; not done.
+
+#include "ggml-all-gpu.h"
+#include "ggml-backend-impl.h"
+
+#include "../core/log.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace wsp::allgpu {
+
+// a weight's spread copy: the shadow split tensor and the split buffer holding its other rows
+struct Shadow {
+    std::unique_ptr<wsp_ggml_tensor> tensor;
+    wsp_ggml_backend_buffer_t        buffer = nullptr; // owned
+};
+
+struct Device {
+    wsp_ggml_backend_reg_t              member_reg = nullptr;
+    std::vector<wsp_ggml_backend_dev_t> members;      // main first
+    std::vector<float>                  tensor_split; // per device of member_reg
+    std::string                         name, description;
+    wsp_ggml_backend_device             dev{};
+    wsp_ggml_backend_reg                reg{};
+    wsp_ggml_backend_buffer_type        buft{};
+
+    // the weights' shadows, guarded by mutex
+    std::mutex                                          mutex;
+    std::unordered_map<const wsp_ggml_tensor *, Shadow> shadows;
+
+    wsp_ggml_backend_dev_t main() const { return members[0]; }
+
+    // the shadow of weight w, made on first use; NULL (logged) when it cannot be made
+    wsp_ggml_tensor * shadow_of(const wsp_ggml_tensor * w);
+    // w (or every tensor of buffer b) changed: its shadow goes
+    void forget(const wsp_ggml_tensor * w);
+    void forget_buffer(wsp_ggml_backend_buffer_t b);
+};
+
+// the all-GPU reg over reg's GPU devices, NULL where it has fewer than two (or is one itself)
+wsp_ggml_backend_reg_t make_reg(wsp_ggml_backend_reg_t reg);
+bool                   is_all_gpu_reg(wsp_ggml_backend_reg_t reg);
+// the reg an all-GPU reg spans
+wsp_ggml_backend_reg_t member_reg(wsp_ggml_backend_reg_t all_reg);
+
+Device & device_of(wsp_ggml_backend_dev_t dev);
+
+// the device's backend (backend.cpp)
+wsp_ggml_backend_t backend_init(Device & d);
+
+// a mat-mul weight the backend spreads: a whole matrix in a weights buffer of the main member
+bool spreadable(const Device & d, const wsp_ggml_tensor * w);
+
+} // namespace wsp::allgpu

@@ -1,0 +1,152 @@
+// The all-GPU device's backend (Note [all-GPU device]): each graph runs through a scheduler over
+// the members, each spreadable mat-mul weight replaced by its shadow while the graph runs.
+
+#include "all_gpu.h"
+
+#include "ggml-cpu.h"
+
+#include "../core/impl.h"
+
+#include <utility>
+
+namespace wsp::allgpu {
+
+namespace {
+
+wsp_ggml_guid all_gpu_guid = { 0x61, 0x6c, 0x6c, 0x2d, 0x67, 0x70, 0x75, 0x73,
+                               0x2d, 0x77, 0x73, 0x70, 0x2d, 0x67, 0x67, 0x6d };
+
+// the graphs given to the backend have at most this many nodes before the split mat-muls expand
+constexpr size_t GRAPH_SIZE = 8192;
+
+struct BackendCtx {
+    Device *                        device = nullptr;
+    std::vector<wsp_ggml_backend_t> members; // main first
+    wsp_ggml_backend_t              cpu   = nullptr;
+    wsp_ggml_backend_sched_t        sched = nullptr;
+
+    ~BackendCtx() {
+        wsp_ggml_backend_sched_free(sched);
+        for (wsp_ggml_backend_t b : members) {
+            wsp_ggml_backend_free(b);
+        }
+        wsp_ggml_backend_free(cpu);
+    }
+    wsp_ggml_backend_t main() const { return members[0]; }
+};
+
+BackendCtx & ctx_of(wsp_ggml_backend_t b) {
+    return *static_cast<BackendCtx *>(b->context);
+}
+
+// an all-GPU backend stands for its main member where one tensor is concerned
+wsp_ggml_backend_t main_of(wsp_ggml_backend_t b) {
+    return b != nullptr && wsp_ggml_guid_matches(b->guid, &all_gpu_guid) ? ctx_of(b).main() : b;
+}
+
+const char * b_name(wsp_ggml_backend_t b) {
+    return ctx_of(b).device->name.c_str();
+}
+
+void b_free(wsp_ggml_backend_t b) {
+    delete &ctx_of(b);
+    delete b;
+}
+
+void b_set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    ctx_of(b).device->forget(t);
+    wsp_ggml_backend_tensor_set_async(ctx_of(b).main(), t, data, offset, size);
+}
+
+void b_get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
+    wsp_ggml_backend_tensor_get_async(ctx_of(b).main(), t, data, offset, size);
+}
+
+// called on the destination's backend; the members' own copy does the work where it can
+bool b_cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggml_tensor * src,
+                 wsp_ggml_tensor * dst) {
+    wsp_ggml_backend_t main = ctx_of(dst_b).main();
+    if (main->iface.cpy_tensor_async == nullptr || !main->iface.cpy_tensor_async(main_of(src_b), main, src, dst)) {
+        return false;
+    }
+    ctx_of(dst_b).device->forget(dst);
+    return true;
+}
+
+wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
+    wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
+    for (wsp_ggml_backend_t m : ctx_of(b).members) {
+        const wsp_ggml_status s = m->iface.synchronize ? m->iface.synchronize(m) : WSP_GGML_STATUS_SUCCESS;
+        status                  = status == WSP_GGML_STATUS_SUCCESS ? s : status;
+    }
+    return status;
+}
+
+// the graph over every member: spreadable weights read through their shadows while it runs
+wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
+    BackendCtx &                                                 c = ctx_of(b);
+    std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> swapped; // node, its own weight
+    for (int i = 0; i < g->n_nodes; ++i) {
+        wsp_ggml_tensor * node = g->nodes[i];
+        if (node->op != WSP_GGML_OP_MUL_MAT || !spreadable(*c.device, node->src[0])) {
+            continue;
+        }
+        wsp_ggml_tensor * shadow = c.device->shadow_of(node->src[0]);
+        if (shadow != nullptr) { // else logged: the main member computes it whole
+            swapped.emplace_back(node, node->src[0]);
+            node->src[0] = shadow;
+        }
+    }
+    wsp_ggml_backend_sched_reset(c.sched); // the graph's nodes change from call to call
+    const wsp_ggml_status status = wsp_ggml_backend_sched_graph_compute(c.sched, g);
+    for (auto & [node, weight] : swapped) {
+        node->src[0] = weight;
+    }
+    return status;
+}
+
+const wsp_ggml_backend_i backend_iface = {
+    /* .get_name           = */ b_name,
+    /* .free               = */ b_free,
+    /* .set_tensor_async   = */ b_set_async,
+    /* .get_tensor_async   = */ b_get_async,
+    /* .cpy_tensor_async   = */ b_cpy_async,
+    /* .synchronize        = */ b_synchronize,
+    /* .graph_plan_create  = */ nullptr,
+    /* .graph_plan_free    = */ nullptr,
+    /* .graph_plan_update  = */ nullptr,
+    /* .graph_plan_compute = */ nullptr,
+    /* .graph_compute      = */ b_graph_compute,
+    /* .event_record       = */ nullptr,
+    /* .event_wait         = */ nullptr,
+};
+
+} // namespace
+
+wsp_ggml_backend_t backend_init(Device & d) {
+    auto c    = std::make_unique<BackendCtx>();
+    c->device = &d;
+    for (wsp_ggml_backend_dev_t m : d.members) {
+        wsp_ggml_backend_t mb = wsp_ggml_backend_dev_init(m, nullptr);
+        if (mb == nullptr) {
+            WSP_LOG_ERROR("%s: cannot start a backend on %s\n", d.name.c_str(), wsp_ggml_backend_dev_name(m));
+            return nullptr;
+        }
+        c->members.push_back(mb);
+    }
+    c->cpu = wsp_ggml_backend_cpu_init();
+    if (c->cpu == nullptr) {
+        WSP_LOG_ERROR("%s: cannot start the CPU backend its scheduler needs\n", d.name.c_str());
+        return nullptr;
+    }
+    std::vector<wsp_ggml_backend_t> all = c->members;
+    all.push_back(c->cpu);
+    c->sched = wsp_ggml_backend_sched_new(all.data(), nullptr, (int) all.size(), GRAPH_SIZE, false, false);
+    if (c->sched == nullptr) {
+        WSP_LOG_ERROR("%s: cannot make the scheduler over its members\n", d.name.c_str());
+        return nullptr;
+    }
+    return new wsp_ggml_backend{ &all_gpu_guid, backend_iface, &d.dev, c.release() };
+}
+
+} // namespace wsp::allgpu

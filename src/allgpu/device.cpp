@@ -1,0 +1,434 @@
+// The all-GPU reg, device and buffer type, and the weights' shadows (Note [all-GPU device]).
+
+#include "all_gpu.h"
+
+#include "../split/split_buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace wsp::allgpu {
+
+namespace {
+
+// the buffers made with an all-GPU buffer type: their device and their own interface, which the
+// watching interface below calls
+struct Watched {
+    Device *                  device;
+    wsp_ggml_backend_buffer_i original;
+};
+
+std::mutex & watched_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+std::unordered_map<wsp_ggml_backend_buffer_t, Watched> & watched() {
+    static auto & w = *new std::unordered_map<wsp_ggml_backend_buffer_t, Watched>; // lives until exit
+    return w;
+}
+
+Watched watched_of(wsp_ggml_backend_buffer_t b) {
+    std::lock_guard<std::mutex> lock(watched_mutex());
+    return watched().at(b);
+}
+
+//
+// the watching buffer interface: the main member's own, and a written tensor loses its shadow
+//
+
+void w_free(wsp_ggml_backend_buffer_t b) {
+    const Watched w = watched_of(b);
+    w.device->forget_buffer(b); // shadows read this memory: they go first
+    {
+        std::lock_guard<std::mutex> lock(watched_mutex());
+        watched().erase(b);
+    }
+    if (w.original.free_buffer != nullptr) {
+        w.original.free_buffer(b);
+    }
+}
+
+void w_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, size_t offset, size_t size) {
+    const Watched w = watched_of(b);
+    w.device->forget(t);
+    w.original.memset_tensor(b, t, v, offset, size);
+}
+
+void w_set(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    const Watched w = watched_of(b);
+    w.device->forget(t);
+    w.original.set_tensor(b, t, data, offset, size);
+}
+
+bool w_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
+    const Watched w = watched_of(b);
+    w.device->forget(dst);
+    return w.original.cpy_tensor != nullptr && w.original.cpy_tensor(b, src, dst);
+}
+
+void w_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
+    const Watched w = watched_of(b);
+    w.device->forget_buffer(b);
+    w.original.clear(b, v);
+}
+
+void w_reset(wsp_ggml_backend_buffer_t b) {
+    const Watched w = watched_of(b);
+    w.device->forget_buffer(b);
+    if (w.original.reset != nullptr) {
+        w.original.reset(b);
+    }
+}
+
+//
+// buffer type: the main member's, watched
+//
+
+Device & dev_of_buft(wsp_ggml_backend_buffer_type_t buft) {
+    return *static_cast<Device *>(buft->context);
+}
+
+wsp_ggml_backend_buffer_type_t main_buft(wsp_ggml_backend_buffer_type_t buft) {
+    return wsp_ggml_backend_dev_buffer_type(dev_of_buft(buft).main());
+}
+
+const char * buft_name(wsp_ggml_backend_buffer_type_t buft) {
+    return dev_of_buft(buft).name.c_str();
+}
+
+wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
+    wsp_ggml_backend_buffer_t b = wsp_ggml_backend_buft_alloc_buffer(main_buft(buft), size);
+    if (b == nullptr) {
+        return nullptr; // logged by the member
+    }
+    Watched w{ &dev_of_buft(buft), b->iface };
+    {
+        std::lock_guard<std::mutex> lock(watched_mutex());
+        watched()[b] = w;
+    }
+    b->iface.free_buffer   = w_free;
+    b->iface.set_tensor    = w.original.set_tensor ? w_set : nullptr;
+    b->iface.memset_tensor = w.original.memset_tensor ? w_memset : nullptr;
+    b->iface.cpy_tensor    = w_cpy;
+    b->iface.clear         = w.original.clear ? w_clear : nullptr;
+    b->iface.reset         = w_reset;
+    return b;
+}
+
+size_t buft_alignment(wsp_ggml_backend_buffer_type_t buft) {
+    return wsp_ggml_backend_buft_get_alignment(main_buft(buft));
+}
+
+size_t buft_max_size(wsp_ggml_backend_buffer_type_t buft) {
+    return wsp_ggml_backend_buft_get_max_size(main_buft(buft));
+}
+
+size_t buft_alloc_size(wsp_ggml_backend_buffer_type_t buft, const wsp_ggml_tensor * t) {
+    return wsp_ggml_backend_buft_get_alloc_size(main_buft(buft), t);
+}
+
+bool buft_is_host(wsp_ggml_backend_buffer_type_t buft) {
+    return wsp_ggml_backend_buft_is_host(main_buft(buft));
+}
+
+//
+// device
+//
+
+Device & dev_ctx(wsp_ggml_backend_dev_t dev) {
+    return *static_cast<Device *>(dev->context);
+}
+
+const char * dev_name(wsp_ggml_backend_dev_t dev) {
+    return dev_ctx(dev).name.c_str();
+}
+
+const char * dev_description(wsp_ggml_backend_dev_t dev) {
+    return dev_ctx(dev).description.c_str();
+}
+
+void dev_memory(wsp_ggml_backend_dev_t dev, size_t * free_mem, size_t * total) {
+    *free_mem = *total = 0;
+    for (wsp_ggml_backend_dev_t m : dev_ctx(dev).members) {
+        size_t f = 0, t = 0;
+        wsp_ggml_backend_dev_memory(m, &f, &t);
+        *free_mem += f;
+        *total += t;
+    }
+}
+
+enum wsp_ggml_backend_dev_type dev_type(wsp_ggml_backend_dev_t) {
+    return WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
+}
+
+void dev_props(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_dev_props * props) {
+    Device & d         = dev_ctx(dev);
+    props->name        = d.name.c_str();
+    props->description = d.description.c_str();
+    props->type        = WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
+    dev_memory(dev, &props->memory_free, &props->memory_total);
+    props->caps.async                = true;
+    props->caps.host_buffer          = wsp_ggml_backend_dev_host_buffer_type(d.main()) != nullptr;
+    props->caps.buffer_from_host_ptr = false;
+    props->caps.events               = false; // the scheduler waits for it on the host
+}
+
+wsp_ggml_backend_t dev_init(wsp_ggml_backend_dev_t dev, const char *) {
+    return backend_init(dev_ctx(dev));
+}
+
+wsp_ggml_backend_buffer_type_t dev_buft(wsp_ggml_backend_dev_t dev) {
+    return &dev_ctx(dev).buft;
+}
+
+wsp_ggml_backend_buffer_type_t dev_host_buft(wsp_ggml_backend_dev_t dev) {
+    return wsp_ggml_backend_dev_host_buffer_type(dev_ctx(dev).main());
+}
+
+bool dev_supports_op(wsp_ggml_backend_dev_t dev, const wsp_ggml_tensor * op) {
+    return wsp_ggml_backend_dev_supports_op(dev_ctx(dev).main(), op);
+}
+
+bool dev_supports_buft(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_buffer_type_t buft) {
+    return buft == &dev_ctx(dev).buft || wsp_ggml_backend_dev_supports_buft(dev_ctx(dev).main(), buft);
+}
+
+bool dev_offload_op(wsp_ggml_backend_dev_t dev, const wsp_ggml_tensor * op) {
+    return wsp_ggml_backend_dev_offload_op(dev_ctx(dev).main(), op);
+}
+
+const wsp_ggml_backend_device_i device_iface = {
+    /* .get_name             = */ dev_name,
+    /* .get_description      = */ dev_description,
+    /* .get_memory           = */ dev_memory,
+    /* .get_type             = */ dev_type,
+    /* .get_props            = */ dev_props,
+    /* .init_backend         = */ dev_init,
+    /* .get_buffer_type      = */ dev_buft,
+    /* .get_host_buffer_type = */ dev_host_buft,
+    /* .buffer_from_host_ptr = */ nullptr,
+    /* .supports_op          = */ dev_supports_op,
+    /* .supports_buft        = */ dev_supports_buft,
+    /* .offload_op           = */ dev_offload_op,
+    /* .event_new            = */ nullptr,
+    /* .event_free           = */ nullptr,
+    /* .event_synchronize    = */ nullptr,
+};
+
+//
+// reg: one device
+//
+
+const char * reg_name(wsp_ggml_backend_reg_t reg) {
+    return static_cast<Device *>(reg->context)->name.c_str();
+}
+
+size_t reg_count(wsp_ggml_backend_reg_t) {
+    return 1;
+}
+
+wsp_ggml_backend_dev_t reg_get(wsp_ggml_backend_reg_t reg, size_t i) {
+    return i == 0 ? &static_cast<Device *>(reg->context)->dev : nullptr;
+}
+
+void * reg_proc(wsp_ggml_backend_reg_t, const char *) {
+    return nullptr;
+}
+
+// WSP_GGML_TENSOR_SPLIT=3,1: proportions per device of the member reg; otherwise by free memory
+std::vector<float> split_proportions(wsp_ggml_backend_reg_t reg) {
+    const size_t       n = wsp_ggml_backend_reg_dev_count(reg);
+    std::vector<float> p;
+    if (const char * env = std::getenv("WSP_GGML_TENSOR_SPLIT")) {
+        std::stringstream ss(env);
+        std::string       item;
+        while (std::getline(ss, item, ',') && p.size() < n) {
+            p.push_back(std::max(0.0f, std::strtof(item.c_str(), nullptr)));
+        }
+        p.resize(n, 0.0f);
+        float sum = 0.0f;
+        for (float v : p) {
+            sum += v;
+        }
+        if (sum > 0.0f) {
+            return p;
+        }
+        WSP_LOG_WARN("WSP_GGML_TENSOR_SPLIT=%s gives no device a share; splitting by free memory\n", env);
+    }
+    p.assign(n, 0.0f);
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+        size_t free_mem = 0, total = 0;
+        wsp_ggml_backend_dev_memory(wsp_ggml_backend_reg_dev_get(reg, i), &free_mem, &total);
+        p[i] = (float) free_mem;
+        any  = any || free_mem > 0;
+    }
+    if (!any) {
+        p.assign(n, 1.0f); // no device says: evenly
+    }
+    return p;
+}
+
+} // namespace
+
+Device & device_of(wsp_ggml_backend_dev_t dev) {
+    return dev_ctx(dev);
+}
+
+bool spreadable(const Device & d, const wsp_ggml_tensor * w) {
+    return w != nullptr && w->view_src == nullptr && w->op == WSP_GGML_OP_NONE && w->buffer != nullptr &&
+           wsp_ggml_backend_buffer_get_usage(w->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
+           wsp_ggml_backend_buffer_get_type(w->buffer) == wsp_ggml_backend_dev_buffer_type(d.main()) && w->ne[2] == 1 &&
+           w->ne[3] == 1 && w->ne[1] >= (int64_t) d.members.size() && wsp_ggml_is_contiguous(w);
+}
+
+wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto                        it = shadows.find(w);
+    if (it != shadows.end()) {
+        return it->second.tensor.get();
+    }
+    using split_buft_fn = wsp_ggml_backend_buffer_type_t (*)(int, const float *);
+    auto make_buft      = reinterpret_cast<split_buft_fn>(
+        wsp_ggml_backend_reg_get_proc_address(member_reg, "wsp_ggml_backend_split_buffer_type"));
+    wsp_ggml_backend_buffer_type_t buft = make_buft ? make_buft(0, tensor_split.data()) : nullptr;
+    if (buft == nullptr) {
+        WSP_LOG_ERROR("%s: %s has no split buffer type; %s's mat-muls stay on %s\n", name.c_str(),
+                      wsp_ggml_backend_reg_name(member_reg), w->name, wsp_ggml_backend_dev_name(main()));
+        return nullptr;
+    }
+    Shadow s;
+    s.tensor = std::make_unique<wsp_ggml_tensor>();
+    s.buffer = wsp_ggml_backend_buft_alloc_buffer(buft, wsp_ggml_nbytes(w)); // handles; slices come per device
+    if (s.buffer == nullptr || !split::init_shadow(s.buffer, s.tensor.get(), w)) {
+        if (s.buffer != nullptr) {
+            wsp_ggml_backend_buffer_free(s.buffer);
+        }
+        WSP_LOG_ERROR("%s: cannot spread %s over the members; its mat-muls stay on %s\n", name.c_str(), w->name,
+                      wsp_ggml_backend_dev_name(main()));
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_set_usage(s.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    wsp_ggml_tensor * t = s.tensor.get();
+    shadows.emplace(w, std::move(s));
+    return t;
+}
+
+void Device::forget(const wsp_ggml_tensor * w) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto                        it = shadows.find(w);
+    if (it != shadows.end()) {
+        wsp_ggml_backend_buffer_free(it->second.buffer);
+        shadows.erase(it);
+    }
+}
+
+void Device::forget_buffer(wsp_ggml_backend_buffer_t b) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = shadows.begin(); it != shadows.end();) {
+        // the main rows of a shadow are the weight's memory: the slice on the main member says where
+        bool in_b = false;
+        for (const split::Slice & s : split::split_of(it->second.tensor.get())->slices) {
+            in_b = in_b || s.buffer == b;
+        }
+        if (in_b) {
+            wsp_ggml_backend_buffer_free(it->second.buffer);
+            it = shadows.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+wsp_ggml_backend_reg_t make_reg(wsp_ggml_backend_reg_t reg) {
+    if (reg == nullptr || is_all_gpu_reg(reg)) {
+        return nullptr;
+    }
+    std::vector<wsp_ggml_backend_dev_t> gpus;
+    for (size_t i = 0; i < wsp_ggml_backend_reg_dev_count(reg); ++i) {
+        wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(reg, i);
+        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU) {
+            gpus.push_back(dev);
+        }
+    }
+    if (gpus.size() < 2 || gpus.size() != wsp_ggml_backend_reg_dev_count(reg)) {
+        return nullptr; // the split buffer type spans every device of a reg: a GPU-only reg is needed
+    }
+    auto * d        = new Device; // lives until exit, like every device
+    d->member_reg   = reg;
+    d->members      = gpus;
+    d->tensor_split = split_proportions(reg);
+    d->name         = std::string(wsp_ggml_backend_reg_name(reg)) + "_All";
+    double sum      = 0.0;
+    for (float p : d->tensor_split) {
+        sum += p;
+    }
+    std::string desc = "all of";
+    for (size_t i = 0; i < gpus.size(); ++i) {
+        char part[96];
+        std::snprintf(part, sizeof(part), "%s %s (%.0f%%)", i == 0 ? "" : ",", wsp_ggml_backend_dev_name(gpus[i]),
+                      100.0 * d->tensor_split[i] / sum);
+        desc += part;
+    }
+    d->description = desc + " of the mat-mul weights' rows";
+    d->reg         = { WSP_GGML_BACKEND_API_VERSION, { reg_name, reg_count, reg_get, reg_proc }, d };
+    d->dev         = { device_iface, &d->reg, d };
+    d->buft = { { buft_name, buft_alloc, buft_alignment, buft_max_size, buft_alloc_size, buft_is_host }, &d->dev, d };
+    return &d->reg;
+}
+
+bool is_all_gpu_reg(wsp_ggml_backend_reg_t reg) {
+    return reg != nullptr && reg->iface.get_name == reg_name;
+}
+
+wsp_ggml_backend_reg_t member_reg(wsp_ggml_backend_reg_t all_reg) {
+    return static_cast<Device *>(all_reg->context)->member_reg;
+}
+
+} // namespace wsp::allgpu
+
+using wsp::allgpu::Device;
+
+extern "C" {
+
+bool wsp_ggml_backend_dev_is_all_gpu(wsp_ggml_backend_dev_t dev) {
+    return dev != nullptr && wsp::allgpu::is_all_gpu_reg(dev->reg);
+}
+
+size_t wsp_ggml_backend_all_gpu_member_count(wsp_ggml_backend_dev_t dev) {
+    return wsp_ggml_backend_dev_is_all_gpu(dev) ? wsp::allgpu::device_of(dev).members.size() : 0;
+}
+
+wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_ggml_backend_dev_t dev, size_t i) {
+    if (i >= wsp_ggml_backend_all_gpu_member_count(dev)) {
+        WSP_LOG_ERROR("%s: member %zu of %s does not exist\n", __func__, i,
+                      dev ? wsp_ggml_backend_dev_name(dev) : "NULL");
+        return nullptr;
+    }
+    return wsp::allgpu::device_of(dev).members[i];
+}
+
+size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i) {
+    if (i >= wsp_ggml_backend_all_gpu_member_count(dev)) {
+        return 0;
+    }
+    Device & d     = wsp::allgpu::device_of(dev);
+    size_t   bytes = 0;
+    if (i == 0) {
+        std::lock_guard<std::mutex> lock(wsp::allgpu::watched_mutex());
+        for (const auto & [b, w] : wsp::allgpu::watched()) {
+            if (w.device == &d && wsp_ggml_backend_buffer_get_usage(b) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS) {
+                bytes += wsp_ggml_backend_buffer_get_size(b);
+            }
+        }
+    }
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (const auto & [w, s] : d.shadows) {
+        bytes += wsp::split::device_bytes(s.buffer, (int) i);
+    }
+    return bytes;
+}
+
+} // extern "C"
