@@ -1,12 +1,14 @@
 // wsp-ggml-cli: the project's command-line tool.
 //   devices              list the registered backends and their devices
 //   encode [options]     run a whisper-shaped encoder with random weights and print its result and time
+//   write-model [opts]   write a whisper.cpp model file with random weights (model/whisper_file.h)
 // The encoder runs through the scheduler on every GPU the registry has (the CPU where there is
 // none, or N sim devices with --sim N): with several devices the layers' mat-mul weights are
 // spread by rows over them with the devices' split buffer type (--mode split) or whole layers go
 // to the devices in turn (--mode layers). --check compares the result with the double-precision
 // reference.
 
+#include "ggml-all-gpu.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -14,10 +16,12 @@
 #include "ggml.h"
 
 #include "model/whisper_encoder.h"
+#include "model/whisper_file.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -48,7 +52,24 @@ void usage() {
         "  --device auto   every GPU of the registry (the CPU where there is none); NAME: one device\n"
         "  --sim N         N simulated devices (CPU kernels, device memory, async streams) instead of GPUs\n"
         "  --mode split    several devices: every layer's mat-mul weights spread by rows (default)\n"
-        "  --mode layers   several devices: whole layers on the devices in turn\n");
+        "  --mode layers   several devices: whole layers on the devices in turn\n"
+        "       wsp-ggml-cli write-model --out FILE [--size tiny|base|small|medium|large]\n"
+        "                           [--type f16|f32|q8_0|q5_1|q5_0|q4_1|q4_0] [--seed N] [--audio-ctx N]\n"
+        "                           [--text-ctx N] [--vocab N] [--mels N] [--state N] [--heads N] [--layers N]\n"
+        "                           [--audio-heads N] [--text-heads N] [--audio-layers N] [--text-layers N]\n"
+        "  --size          dimensions of the public whisper model (default tiny); the options below override them\n"
+        "  --type          mat-mul weights and token embedding (default f16); conv kernels stay f16, the rest f32\n"
+        "  --seed N        weights are a function of the seed and the tensor name (default 1)\n"
+        "  --audio-ctx N   encoder positions, 1..1500 (default 1500): the encoder reads the first 2*N mel frames\n"
+        "                  (N * 20 ms) of every 30 s window and ignores the rest, like whisper.cpp's audio_ctx;\n"
+        "                  a multiple of 256 keeps whisper.cpp's flash-attention path (which attends over N\n"
+        "                  rounded up to 256 positions, unmasked) equal to its plain path\n"
+        "  --text-ctx N    decoder positions (default 448)\n"
+        "  --vocab N       51864 English-only, 51865 multilingual (default), 51866 large-v3 layout\n"
+        "  --mels N        mel bands (default 80)\n"
+        "  --state N       audio and text state (whisper.cpp requires them equal); a multiple of the heads\n"
+        "                  (and of 32 for quantized types)\n"
+        "  --heads N / --layers N   audio and text; --audio-* / --text-* set one side only\n");
 }
 
 bool parse_type(const char * s, wsp_ggml_type & type) {
@@ -136,6 +157,99 @@ bool parse_encode(int argc, char ** argv, EncodeOptions & o) {
     return true;
 }
 
+// a whole argument as an integer in [lo, hi]
+bool parse_int(const char * s, long long lo, long long hi, long long & out) {
+    char *          end = nullptr;
+    const long long v   = std::strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > hi) {
+        return false;
+    }
+    out = v;
+    return true;
+}
+
+// write-model's options into cfg and out; false with a message on an invalid or missing one
+bool parse_write_model(int argc, char ** argv, wsp::model::WhisperFileConfig & cfg, std::string & out) {
+    std::string size = "tiny";
+    // overrides apply after the preset, in any order on the command line
+    std::vector<std::pair<int32_t *, long long>> overrides;
+    for (int i = 2; i < argc; ++i) {
+        const std::string a     = argv[i];
+        const char *      value = i + 1 < argc ? argv[++i] : nullptr;
+        long long         v     = 0;
+        auto              set   = [&](std::initializer_list<int32_t *> fields) {
+            if (value == nullptr || !parse_int(value, 0, INT32_MAX, v)) {
+                return false;
+            }
+            for (int32_t * f : fields) {
+                overrides.emplace_back(f, v);
+            }
+            return true;
+        };
+        bool ok = value != nullptr;
+        if (a == "--out")
+            ok = ok && (out = value, true);
+        else if (a == "--size")
+            ok = ok && (size = value, true);
+        else if (a == "--type")
+            ok = ok && wsp::model::whisper_file_type(value, cfg.wtype);
+        else if (a == "--seed")
+            ok = ok && parse_int(value, 0, INT64_MAX, v) && (cfg.seed = (uint64_t) v, true);
+        else if (a == "--audio-ctx")
+            ok = set({ &cfg.n_audio_ctx });
+        else if (a == "--text-ctx")
+            ok = set({ &cfg.n_text_ctx });
+        else if (a == "--vocab")
+            ok = set({ &cfg.n_vocab });
+        else if (a == "--mels")
+            ok = set({ &cfg.n_mels });
+        else if (a == "--state")
+            ok = set({ &cfg.n_audio_state, &cfg.n_text_state });
+        else if (a == "--heads")
+            ok = set({ &cfg.n_audio_head, &cfg.n_text_head });
+        else if (a == "--layers")
+            ok = set({ &cfg.n_audio_layer, &cfg.n_text_layer });
+        else if (a == "--audio-heads")
+            ok = set({ &cfg.n_audio_head });
+        else if (a == "--text-heads")
+            ok = set({ &cfg.n_text_head });
+        else if (a == "--audio-layers")
+            ok = set({ &cfg.n_audio_layer });
+        else if (a == "--text-layers")
+            ok = set({ &cfg.n_text_layer });
+        else
+            ok = false;
+        if (!ok) {
+            std::fprintf(stderr, "write-model: invalid argument: %s %s\n", a.c_str(), value ? value : "");
+            return false;
+        }
+    }
+    if (out.empty()) {
+        std::fprintf(stderr, "write-model: --out FILE is required\n");
+        return false;
+    }
+    if (!wsp::model::whisper_file_preset(size, cfg)) {
+        std::fprintf(stderr, "write-model: unknown --size %s (tiny, base, small, medium, large)\n", size.c_str());
+        return false;
+    }
+    for (const auto & o : overrides) {
+        *o.first = (int32_t) o.second;
+    }
+    return true;
+}
+
+int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out) {
+    std::string error;
+    size_t      bytes = 0;
+    if (!wsp::model::write_whisper_model(cfg, out, &error, &bytes)) {
+        std::fprintf(stderr, "write-model: %s\n", error.c_str());
+        return 1;
+    }
+    std::printf("wrote %s: %s, seed %llu, %zu bytes (%.1f MiB)\n", out.c_str(), cfg.describe().c_str(),
+                (unsigned long long) cfg.seed, bytes, bytes / 1048576.0);
+    return 0;
+}
+
 int cmd_devices() {
     wsp_ggml_backend_load_all();
     std::printf("%zu backends, %zu devices\n", wsp_ggml_backend_reg_count(), wsp_ggml_backend_dev_count());
@@ -186,7 +300,9 @@ std::vector<wsp_ggml_backend_dev_t> pick_devices(const EncodeOptions & o) {
         const bool             gpu  = wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
         const bool             cpu  = wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_CPU;
         const char *           name = wsp_ggml_backend_dev_name(dev);
-        if ((o.device == "auto" && gpu) || (o.device == "cpu" && cpu) || o.device == name) {
+        // auto: the single GPUs (an all-GPU device is them again, as one; it is chosen by name)
+        const bool single = gpu && !wsp_ggml_backend_dev_is_all_gpu(dev);
+        if ((o.device == "auto" && single) || (o.device == "cpu" && cpu) || o.device == name) {
             devs.push_back(dev);
         }
     }
@@ -402,6 +518,15 @@ int main(int argc, char ** argv) {
             return 1;
         }
         return cmd_encode(o);
+    }
+    if (cmd == "write-model") {
+        wsp::model::WhisperFileConfig cfg;
+        std::string                   out;
+        if (!parse_write_model(argc, argv, cfg, out)) {
+            usage();
+            return 1;
+        }
+        return cmd_write_model(cfg, out);
     }
     usage();
     return 1;
