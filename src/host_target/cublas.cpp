@@ -246,14 +246,15 @@ std::string check_matrices(const Gemm & g, const void * A, const void * B, const
     return why.empty() ? unreachable(g, "C", C, g.c_bytes()) : why;
 }
 
-// the bytes a matrix occupies: a range per column, or one per matrix beyond race::MAX_PIECES
-void matrix_ranges(const void * p, int rows, int cols, int ld, size_t es, bool per_column,
+// the bytes a matrix occupies: a range per column while it has at most max_columns of them (a
+// view's columns interleave with other writers' rows: a split mat-mul's result), else one range
+void matrix_ranges(const void * p, int rows, int cols, int ld, size_t es, int64_t max_columns,
                    std::vector<race::Range> & out) {
     const uintptr_t base = reinterpret_cast<uintptr_t>(p);
     if (rows == 0 || cols == 0) {
         return;
     }
-    if (!per_column || ld == rows) {
+    if (cols > max_columns || ld == rows) {
         out.push_back({ base, base + Gemm::extent(rows, cols, ld, es) });
         return;
     }
@@ -267,18 +268,19 @@ struct Accesses {
     std::vector<race::Range> reads, writes;
 };
 
-void add_gemm_ranges(const Gemm & g, const void * A, const void * B, const void * C, bool per_column, Accesses & acc) {
+void add_gemm_ranges(const Gemm & g, const void * A, const void * B, const void * C, int64_t max_columns,
+                     Accesses & acc) {
     if (g.empty()) {
         return;
     }
     if (g.reads_ab()) {
-        matrix_ranges(A, g.a_rows(), g.a_cols(), g.lda, type_size(g.ab_type), per_column, acc.reads);
-        matrix_ranges(B, g.b_rows(), g.b_cols(), g.ldb, type_size(g.ab_type), per_column, acc.reads);
+        matrix_ranges(A, g.a_rows(), g.a_cols(), g.lda, type_size(g.ab_type), max_columns, acc.reads);
+        matrix_ranges(B, g.b_rows(), g.b_cols(), g.ldb, type_size(g.ab_type), max_columns, acc.reads);
     }
     if (g.beta != 0.0f) {
-        matrix_ranges(C, g.m, g.n, g.ldc, type_size(g.c_type), per_column, acc.reads);
+        matrix_ranges(C, g.m, g.n, g.ldc, type_size(g.c_type), max_columns, acc.reads);
     }
-    matrix_ranges(C, g.m, g.n, g.ldc, type_size(g.c_type), per_column, acc.writes);
+    matrix_ranges(C, g.m, g.n, g.ldc, type_size(g.c_type), max_columns, acc.writes);
 }
 
 void add_workspace(const Gemm & g, Accesses & acc) {
@@ -356,15 +358,15 @@ cublasStatus_t gemm_strided(cublasContext * h, const Gemm & g, const void * A, l
     auto            b_of = [=](int b) { return static_cast<const char *>(B) + (long long) b * sb * ea; };
     auto            c_of = [=](int b) { return static_cast<char *>(C) + (long long) b * sc * ec; };
 
-    // per-column ranges while they stay few (columns of views matter to the race checker)
-    const bool per_column = (int64_t) batch * (g.n + std::max(g.a_cols(), g.b_cols())) * 3 <= race::MAX_PIECES;
+    // per-column ranges for each matrix while the four of every batch entry stay within the budget
+    const int64_t max_columns = race::MAX_PIECES / (4 * (int64_t) batch);
     Accesses   acc;
     for (int b = 0; b < batch; ++b) {
         if (const std::string why = check_matrices(g, a_of(b), b_of(b), c_of(b)); !why.empty()) {
             return fail_on_stream(h, g, batch, "batch entry " + std::to_string(b) + ": " + why);
         }
         if (batch <= race::MAX_PIECES) {
-            add_gemm_ranges(g, a_of(b), b_of(b), c_of(b), per_column, acc);
+            add_gemm_ranges(g, a_of(b), b_of(b), c_of(b), max_columns, acc);
         }
     }
     if (batch > race::MAX_PIECES && !g.empty()) { // the bounding ranges: more races reported, never fewer
