@@ -360,7 +360,7 @@ cublasStatus_t gemm_strided(cublasContext * h, const Gemm & g, const void * A, l
 
     // per-column ranges for each matrix while the four of every batch entry stay within the budget
     const int64_t max_columns = race::MAX_PIECES / (4 * (int64_t) batch);
-    Accesses   acc;
+    Accesses      acc;
     for (int b = 0; b < batch; ++b) {
         if (const std::string why = check_matrices(g, a_of(b), b_of(b), c_of(b)); !why.empty()) {
             return fail_on_stream(h, g, batch, "batch entry " + std::to_string(b) + ": " + why);

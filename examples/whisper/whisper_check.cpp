@@ -1,0 +1,387 @@
+// whisper_check: runs the real client, whisper.cpp, through whisper.h's public API on the CPU and on
+// the device configuration (use_gpu, gpu_device 0: the first GPU device in the registry's order,
+// see whisper_backend_init_gpu), and checks that the two agree:
+//   - teacher-forced logits: the same fixed token sequence decoded step by step after encoding the
+//     same audio; per step NMSE = sum((dev - cpu)^2) / sum(cpu^2) against a threshold;
+//   - greedy decoding (whisper_full, no timestamps, language "en", temperature 0, no fallback):
+//     identical token lists.
+// Exit status: 0 when every check passes, 1 when one fails, 2 on bad arguments or a setup failure.
+
+#include "ggml-backend.h"
+#include "whisper.h"
+
+#include "wav.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+    std::string model;
+    std::string wav;
+    std::string expect_device;
+    bool        flash    = false;
+    int         threads  = 2;
+    int         tokens   = 10;
+    double      nmse_max = 1e-6;
+    bool        verbose  = false;
+};
+
+void usage() {
+    std::fprintf(stderr,
+                 "usage: whisper_check --model M --wav W [--flash] [--expect-device NAME] [--threads N] [--tokens N]\n"
+                 "                     [--nmse-max X] [--verbose]\n"
+                 "  --model M             whisper.cpp model file (ggml format)\n"
+                 "  --wav W               16-bit PCM WAV, any rate, mono or stereo\n"
+                 "  --flash               flash attention in every context\n"
+                 "  --expect-device NAME  fail unless the device whisper.cpp picks (first GPU device) is NAME\n"
+                 "  --threads N           CPU threads (2)\n"
+                 "  --tokens N            ordinary tokens after the 4-token prompt; greedy max_tokens (10)\n"
+                 "  --nmse-max X          per-step logits NMSE threshold (1e-6)\n"
+                 "  --verbose             whisper.cpp's and ggml's info log\n");
+}
+
+bool parse_int(const char * s, int lo, int & out) {
+    char *     end = nullptr;
+    const long v   = std::strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > 100000) {
+        return false;
+    }
+    out = int(v);
+    return true;
+}
+
+bool parse_args(int argc, char ** argv, Options & o) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a        = argv[i];
+        const bool        has_next = i + 1 < argc;
+        if (a == "--flash") {
+            o.flash = true;
+        } else if (a == "--verbose") {
+            o.verbose = true;
+        } else if (a == "--model" && has_next) {
+            o.model = argv[++i];
+        } else if (a == "--wav" && has_next) {
+            o.wav = argv[++i];
+        } else if (a == "--expect-device" && has_next) {
+            o.expect_device = argv[++i];
+        } else if (a == "--threads" && has_next) {
+            if (!parse_int(argv[++i], 1, o.threads)) {
+                return false;
+            }
+        } else if (a == "--tokens" && has_next) {
+            if (!parse_int(argv[++i], 1, o.tokens)) {
+                return false;
+            }
+        } else if (a == "--nmse-max" && has_next) {
+            char * end = nullptr;
+            o.nmse_max = std::strtod(argv[++i], &end);
+            if (*end != '\0' || !(o.nmse_max >= 0.0)) {
+                return false;
+            }
+        } else {
+            std::fprintf(stderr, "whisper_check: unknown or incomplete argument '%s'\n", a.c_str());
+            return false;
+        }
+    }
+    return !o.model.empty() && !o.wav.empty();
+}
+
+// whisper.cpp's log: warnings and errors always, the rest with --verbose. Its line naming the GPU
+// backend it initialised ("whisper_backend_init_gpu: using NAME backend") is kept, to check that
+// whisper.cpp used the device we expect it to pick.
+struct LogState {
+    bool        verbose = false;
+    std::string gpu_backend;
+};
+LogState g_log;
+
+void log_callback(wsp_ggml_log_level level, const char * text, void *) {
+    static const char prefix[] = "whisper_backend_init_gpu: using ";
+    const char *      at       = std::strstr(text, prefix);
+    if (at) {
+        std::string rest  = at + sizeof(prefix) - 1;
+        g_log.gpu_backend = rest.substr(0, rest.find(" backend"));
+    }
+    if (g_log.verbose || level == WSP_GGML_LOG_LEVEL_WARN || level == WSP_GGML_LOG_LEVEL_ERROR) {
+        std::fputs(text, stderr);
+    }
+}
+
+const char * dev_type_name(enum wsp_ggml_backend_dev_type t) {
+    switch (t) {
+        case WSP_GGML_BACKEND_DEVICE_TYPE_CPU: return "CPU";
+        case WSP_GGML_BACKEND_DEVICE_TYPE_GPU: return "GPU";
+        case WSP_GGML_BACKEND_DEVICE_TYPE_ACCEL: return "ACCEL";
+    }
+    return "?";
+}
+
+// Prints the registry's devices; returns the name of the first GPU device ("" when there is none),
+// which is the one whisper_backend_init_gpu takes for gpu_device 0.
+std::string list_devices() {
+    std::string first_gpu;
+    std::printf("devices:");
+    for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
+        wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_get(i);
+        std::printf(" %s (%s)", wsp_ggml_backend_dev_name(dev), dev_type_name(wsp_ggml_backend_dev_type(dev)));
+        if (first_gpu.empty() && wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU) {
+            first_gpu = wsp_ggml_backend_dev_name(dev);
+        }
+    }
+    std::printf("\n");
+    return first_gpu;
+}
+
+struct ContextFree {
+    void operator()(whisper_context * ctx) const { whisper_free(ctx); }
+};
+using ContextPtr = std::unique_ptr<whisper_context, ContextFree>;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What one context computed: the logits after each teacher-forced step and the greedy tokens.
+struct RunResult {
+    std::vector<std::vector<float>> logits;
+    std::vector<whisper_token>      tokens;
+    std::string                     text;
+    std::string                     gpu_backend; // what whisper.cpp said it initialised, "" for none
+    int                             n_audio_ctx = 0;
+};
+
+// The fixed sequence: SOT, language "en" (multilingual models), transcribe, no-timestamps, then n
+// ordinary tokens spread over the text vocabulary by a fixed stride.
+std::vector<whisper_token> fixed_sequence(whisper_context * ctx, int n) {
+    std::vector<whisper_token> seq = { whisper_token_sot(ctx) };
+    if (whisper_is_multilingual(ctx)) {
+        seq.push_back(whisper_token_lang(ctx, whisper_lang_id("en")));
+        seq.push_back(whisper_token_transcribe(ctx));
+    }
+    seq.push_back(whisper_token_not(ctx));
+    const int n_text = whisper_token_eot(ctx); // ordinary tokens are the ids below EOT
+    for (int i = 0; i < n; ++i) {
+        seq.push_back(whisper_token(1 + (int64_t(7919) * (i + 1)) % (n_text - 1)));
+    }
+    return seq;
+}
+
+bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const std::vector<whisper_token> & seq,
+                    int threads, RunResult & r) {
+    if (whisper_pcm_to_mel(ctx, pcm.data(), int(pcm.size()), threads) != 0) {
+        std::fprintf(stderr, "whisper_check: whisper_pcm_to_mel failed\n");
+        return false;
+    }
+    if (whisper_encode(ctx, 0, threads) != 0) {
+        std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
+        return false;
+    }
+    const int n_vocab = whisper_n_vocab(ctx);
+    for (size_t i = 0; i < seq.size(); ++i) {
+        if (whisper_decode(ctx, &seq[i], 1, int(i), threads) != 0) {
+            std::fprintf(stderr, "whisper_check: whisper_decode failed at step %zu\n", i);
+            return false;
+        }
+        const float * l = whisper_get_logits(ctx);
+        r.logits.emplace_back(l, l + n_vocab);
+    }
+    return true;
+}
+
+bool greedy(whisper_context * ctx, const std::vector<float> & pcm, const Options & o, RunResult & r) {
+    whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
+    p.n_threads           = o.threads;
+    p.no_timestamps       = true;
+    p.no_context          = true;
+    p.single_segment      = true;
+    p.language            = "en";
+    p.detect_language     = false;
+    p.temperature         = 0.0f;
+    p.temperature_inc     = 0.0f; // no fallback to higher temperatures
+    p.max_tokens          = o.tokens;
+    p.print_progress      = false;
+    p.print_realtime      = false;
+    p.print_special       = false;
+    p.print_timestamps    = false;
+    if (whisper_full(ctx, p, pcm.data(), int(pcm.size())) != 0) {
+        std::fprintf(stderr, "whisper_check: whisper_full failed\n");
+        return false;
+    }
+    for (int s = 0; s < whisper_full_n_segments(ctx); ++s) {
+        for (int t = 0; t < whisper_full_n_tokens(ctx, s); ++t) {
+            r.tokens.push_back(whisper_full_get_token_id(ctx, s, t));
+        }
+        r.text += whisper_full_get_segment_text(ctx, s);
+    }
+    return true;
+}
+
+// Loads the model in a context of its own, runs both phases, frees the context.
+bool run_context(const char * label, const Options & o, bool use_gpu, bool flash, const std::vector<float> & pcm,
+                 RunResult & r) {
+    const auto             t0 = std::chrono::steady_clock::now();
+    whisper_context_params cp = whisper_context_default_params();
+    cp.use_gpu                = use_gpu;
+    cp.flash_attn             = flash;
+    cp.gpu_device             = 0;
+    g_log.gpu_backend.clear();
+    ContextPtr ctx(whisper_init_from_file_with_params(o.model.c_str(), cp));
+    if (!ctx) {
+        std::fprintf(stderr, "whisper_check: %s: could not load %s\n", label, o.model.c_str());
+        return false;
+    }
+    r.gpu_backend       = g_log.gpu_backend;
+    r.n_audio_ctx       = whisper_n_audio_ctx(ctx.get());
+    const double t_load = ms_since(t0);
+    const auto   t1     = std::chrono::steady_clock::now();
+    const auto   seq    = fixed_sequence(ctx.get(), o.tokens);
+    if (!teacher_forced(ctx.get(), pcm, seq, o.threads, r)) {
+        return false;
+    }
+    const double t_forced = ms_since(t1);
+    const auto   t2       = std::chrono::steady_clock::now();
+    if (!greedy(ctx.get(), pcm, o, r)) {
+        return false;
+    }
+    std::printf("%-18s backend %-8s load %7.0f ms, mel+encode+%zu decode steps %7.0f ms, greedy %7.0f ms\n", label,
+                r.gpu_backend.empty() ? "CPU" : r.gpu_backend.c_str(), t_load, seq.size(), t_forced, ms_since(t2));
+    return true;
+}
+
+struct NmseResult {
+    double worst      = 0.0;
+    size_t worst_step = 0;
+    bool   finite     = true;
+};
+
+NmseResult compare_logits(const RunResult & got, const RunResult & ref) {
+    NmseResult res;
+    for (size_t s = 0; s < ref.logits.size() && s < got.logits.size(); ++s) {
+        double err = 0.0, norm = 0.0;
+        for (size_t i = 0; i < ref.logits[s].size(); ++i) {
+            const double d = double(got.logits[s][i]) - double(ref.logits[s][i]);
+            err += d * d;
+            norm += double(ref.logits[s][i]) * double(ref.logits[s][i]);
+        }
+        const double nmse = norm > 0.0 ? err / norm : err;
+        if (!(nmse == nmse) || nmse > 1e300) {
+            res.finite = false;
+        }
+        if (!(nmse <= res.worst)) {
+            res.worst      = nmse;
+            res.worst_step = s;
+        }
+    }
+    return res;
+}
+
+std::string token_list(const std::vector<whisper_token> & tokens) {
+    std::string s = "[";
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        s += (i ? " " : "") + std::to_string(tokens[i]);
+    }
+    return s + "]";
+}
+
+bool load_audio(const Options & o, std::vector<float> & pcm) {
+    std::vector<float> mono;
+    int                rate = 0;
+    std::string        error;
+    if (!wsp::example::read_wav_mono(o.wav, mono, rate, &error)) {
+        std::fprintf(stderr, "whisper_check: %s\n", error.c_str());
+        return false;
+    }
+    pcm = wsp::example::resample(mono, rate, WHISPER_SAMPLE_RATE);
+    std::printf("audio: %s, %.2f s at %d Hz -> %zu samples at %d Hz (Blackman-windowed sinc resampler)\n",
+                o.wav.c_str(), double(mono.size()) / rate, rate, pcm.size(), WHISPER_SAMPLE_RATE);
+    return !pcm.empty();
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    Options o;
+    if (!parse_args(argc, argv, o)) {
+        usage();
+        return 2;
+    }
+    g_log.verbose = o.verbose;
+    whisper_log_set(log_callback, nullptr);
+
+    std::vector<float> pcm;
+    if (!load_audio(o, pcm)) {
+        return 2;
+    }
+    std::printf("whisper.cpp %s, model %s, flash attention %s, %d threads\n", whisper_version(), o.model.c_str(),
+                o.flash ? "on" : "off", o.threads);
+    const std::string first_gpu = list_devices();
+    bool              ok        = true;
+    if (!o.expect_device.empty() && first_gpu != o.expect_device) {
+        std::printf("FAIL: expected device %s, the first GPU device is %s\n", o.expect_device.c_str(),
+                    first_gpu.empty() ? "none" : first_gpu.c_str());
+        ok = false;
+    }
+
+    RunResult cpu, dev;
+    if (!run_context("cpu (use_gpu=0)", o, false, o.flash, pcm, cpu)) {
+        return 2;
+    }
+    if (!run_context("device (use_gpu=1)", o, true, o.flash, pcm, dev)) {
+        std::printf("FAIL: the device run failed (above); what it computed before is compared below\n");
+        ok = false;
+    }
+    const std::string used = dev.gpu_backend.empty() ? "CPU" : dev.gpu_backend;
+    std::printf("device used: %s (first GPU device in the registry: %s)\n", used.c_str(),
+                first_gpu.empty() ? "none" : first_gpu.c_str());
+    if (dev.gpu_backend != first_gpu) {
+        std::printf("FAIL: whisper.cpp used %s, not the first GPU device %s\n", used.c_str(), first_gpu.c_str());
+        ok = false;
+    }
+
+    const NmseResult nmse = compare_logits(dev, cpu);
+    const bool       logits_ok =
+        nmse.finite && dev.logits.size() == cpu.logits.size() && !cpu.logits.empty() && nmse.worst <= o.nmse_max;
+    std::printf("teacher-forced logits: %zu steps of %zu, max NMSE %.3e at step %zu (threshold %.1e): %s\n",
+                cpu.logits.size(), cpu.logits.empty() ? size_t(0) : cpu.logits[0].size(), nmse.worst, nmse.worst_step,
+                o.nmse_max, logits_ok ? "ok" : "FAIL");
+    ok = ok && logits_ok;
+
+    if (o.flash) {
+        // how far flash attention moves the CPU's own logits: the scale of a flash threshold
+        RunResult cpu_plain;
+        if (!run_context("cpu, no flash", o, false, false, pcm, cpu_plain)) {
+            return 2;
+        }
+        // whisper.cpp's flash path attends over the audio context's K/V padded to a multiple of 256
+        // positions, with no mask: the padding holds zeros, and those keys take part in every softmax,
+        // so flash and non-flash differ by more than rounding unless n_audio_ctx is such a multiple
+        const NmseResult f      = compare_logits(cpu, cpu_plain);
+        const int        padded = (cpu.n_audio_ctx + 255) / 256 * 256;
+        std::printf("cpu flash vs cpu non-flash logits (info): max NMSE %.3e at step %zu", f.worst, f.worst_step);
+        if (padded != cpu.n_audio_ctx) {
+            std::printf(" (flash also attends to the %d zero positions padding the audio context %d to %d)",
+                        padded - cpu.n_audio_ctx, cpu.n_audio_ctx, padded);
+        }
+        std::printf("\n");
+    }
+
+    const bool tokens_ok = dev.tokens == cpu.tokens && !cpu.tokens.empty();
+    std::printf("greedy tokens cpu:    %s\n", token_list(cpu.tokens).c_str());
+    std::printf("greedy tokens device: %s\n", token_list(dev.tokens).c_str());
+    std::printf("greedy text cpu: \"%s\"\n", cpu.text.c_str());
+    std::printf("greedy tokens: %s\n", tokens_ok ? "identical" : "FAIL (differ or empty)");
+    ok = ok && tokens_ok;
+
+    std::printf("SUMMARY: %s device=%s flash=%s steps=%zu max_nmse=%.3e tokens=%zu %s\n", ok ? "PASS" : "FAIL",
+                used.c_str(), o.flash ? "on" : "off", cpu.logits.size(), nmse.worst, cpu.tokens.size(),
+                tokens_ok ? "identical" : "differ");
+    return ok ? 0 : 1;
+}

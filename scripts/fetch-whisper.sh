@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Fetches the real client, whisper.cpp as the npm package whisper.rn 0.4.3 ships it, for
+# examples/whisper: downloads the package (npm pack, else curl from the registry), checks it against
+# the registry's sha512 integrity pinned below, and extracts only cpp/whisper.cpp, cpp/whisper.h,
+# cpp/whisper-arch.h and the LICENSE into .third_party/whisper.rn-0.4.3/ (git ignores it), each
+# checked against its pinned sha256. Does nothing when that folder is already there and verified.
+# Environment: WHISPER_RN_DIR (the destination), WHISPER_RN_TGZ (a tarball already downloaded).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=0.4.3
+tarball=whisper.rn-$version.tgz
+url=https://registry.npmjs.org/whisper.rn/-/$tarball
+# `npm view whisper.rn@0.4.3 dist.integrity`
+integrity=sha512-isvW9AAtY73l7yvH5u9MzR8J1T4O1J8XXjbYZwiEjQaisoWW25gkiDgYeSK69NmY/RUuPNC+G8iJB76oKCQk5w==
+dest=${WHISPER_RN_DIR:-.third_party/whisper.rn-$version}
+# the files taken, by their path in the package, with their sha256 (computed once from the tarball)
+files=(
+    "package/cpp/whisper.cpp 2f24c5a3bd311e2c8210a691dba55f1364ad0d07216aa3efd271306c76e235b7"
+    "package/cpp/whisper.h 903a08646c13e1c727af3c142a89739adfa375e704275ae5f8aba3b57486c855"
+    "package/cpp/whisper-arch.h f6e50f1df3975b0e17b77b19cdf32b2ca3bb5ff44703daa1f2d1463511509c49"
+    "package/LICENSE b22eff2c123a71b45b110a2933dd8a4360e119d38dbb8fd2dcf3a85627712883"
+)
+
+fail() {
+    echo "fetch-whisper: $*" >&2
+    exit 1
+}
+for tool in tar gzip sha256sum sha512sum base64; do
+    command -v "$tool" >/dev/null || fail "needs $tool"
+done
+
+# verified DIR: every file of the list is in DIR (by its base name) with its pinned sha256
+verified() {
+    local entry path sum
+    for entry in "${files[@]}"; do
+        read -r path sum <<<"$entry"
+        [ -f "$1/$(basename "$path")" ] || return 1
+        echo "$sum  $1/$(basename "$path")" | sha256sum --check --status || return 1
+    done
+}
+
+if verified "$dest"; then
+    echo "fetch-whisper: $dest is there and verified"
+    exit 0
+fi
+[ -e "$dest" ] && fail "$dest exists but does not hold the verified files of whisper.rn $version: remove it and run again"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -n "${WHISPER_RN_TGZ:-}" ]; then
+    [ -f "$WHISPER_RN_TGZ" ] || fail "WHISPER_RN_TGZ=$WHISPER_RN_TGZ is not a file"
+    cp "$WHISPER_RN_TGZ" "$work/$tarball"
+elif command -v npm >/dev/null && npm pack "whisper.rn@$version" --pack-destination "$work" --loglevel=error >"$work/npm.log" 2>&1 &&
+    [ -f "$work/$tarball" ]; then
+    echo "fetch-whisper: downloaded $tarball with npm pack"
+else
+    if command -v npm >/dev/null; then
+        echo "fetch-whisper: npm pack whisper.rn@$version failed:"
+        tail -n 5 "$work/npm.log"
+    fi
+    command -v curl >/dev/null || fail "could not download whisper.rn $version: needs npm or curl (or WHISPER_RN_TGZ=<tarball>)"
+    echo "fetch-whisper: downloading $url with curl"
+    curl -fsSL --retry 3 -o "$work/$tarball" "$url" || fail "could not download $url"
+fi
+
+# npm's integrity is the base64 of the binary digest: hex to bytes by printf's \x escapes
+hex=$(sha512sum "$work/$tarball" | cut -d' ' -f1)
+escaped=""
+for ((i = 0; i < ${#hex}; i += 2)); do
+    escaped+="\\x${hex:i:2}"
+done
+got=sha512-$(printf '%b' "$escaped" | base64 -w0)
+[ "$got" = "$integrity" ] || fail "$tarball has integrity $got, expected $integrity: refusing it"
+
+paths=()
+for entry in "${files[@]}"; do
+    read -r path _ <<<"$entry"
+    paths+=("$path")
+done
+tar -xzf "$work/$tarball" -C "$work" "${paths[@]}" || fail "$tarball lacks one of: ${paths[*]}"
+mkdir -p "$work/out"
+for path in "${paths[@]}"; do
+    mv "$work/$path" "$work/out/"
+done
+verified "$work/out" || fail "the files extracted from $tarball do not match their pinned sha256"
+
+mkdir -p "$(dirname "$dest")"
+mv "$work/out" "$dest"
+echo "fetch-whisper: whisper.rn $version (whisper.cpp, whisper.h, whisper-arch.h, LICENSE) in $dest"
