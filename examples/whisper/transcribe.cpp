@@ -1,0 +1,787 @@
+// whisper_transcribe: the batch job our users run. Transcribes WAV files (any rate, 16-bit PCM)
+// with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one context over
+// the all-GPU device; one JSON line per file, optional .srt files, a progress bar and a summary.
+// A file that cannot be read or transcribed is reported and skipped; the exit status is 0 when
+// every file is transcribed, 1 when some failed, 2 on bad arguments.
+
+#include "ggml-all-gpu.h"
+#include "ggml-backend.h"
+#include "wav.h"
+#include "whisper.h"
+
+#include <CLI/CLI.hpp>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char ** environ;
+
+namespace wsp::transcribe {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock  = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+enum class Placement { Auto, PerDevice, AllGpus, Cpu };
+
+struct Options {
+    std::vector<std::string> inputs;
+    std::string              list;
+    std::string              model;
+    int                      threads  = int(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+    std::string              language = "en";
+    bool                     flash    = false;
+    std::string              srt_dir;
+    std::string              json_path;
+    int                      max_tokens  = 0;
+    bool                     no_fallback = false;
+    bool                     progress    = false;
+    bool                     verbose     = false;
+    Placement                placement   = Placement::Auto;
+    // set in a worker process of --per-device (Note [per-device workers]): the device it stands for
+    std::string worker_device;
+};
+
+struct FileResult {
+    std::string                file;
+    bool                       ok = false;
+    std::string                text;
+    std::vector<whisper_token> tokens;
+    double                     audio_s = 0.0;
+    double                     wall_s  = 0.0;
+    std::string                device;
+    std::string                error;
+};
+
+// ---- output -------------------------------------------------------------------------------------
+
+std::string json_string(const std::string & s) {
+    std::string out = "\"";
+    for (const unsigned char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out += char(c);
+                }
+        }
+    }
+    return out + "\"";
+}
+
+std::string json_line(const FileResult & r) {
+    std::ostringstream o;
+    o << "{\"file\":" << json_string(r.file) << ",\"ok\":" << (r.ok ? "true" : "false")
+      << ",\"text\":" << json_string(r.text) << ",\"tokens\":[";
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+        o << (i ? "," : "") << r.tokens[i];
+    }
+    char nums[96];
+    std::snprintf(nums, sizeof nums, "],\"audio_s\":%.3f,\"wall_s\":%.3f", r.audio_s, r.wall_s);
+    o << nums << ",\"device\":" << json_string(r.device);
+    if (!r.ok) {
+        o << ",\"error\":" << json_string(r.error);
+    }
+    o << "}";
+    return o.str();
+}
+
+std::string srt_time(int64_t centiseconds) {
+    const int64_t ms = centiseconds * 10;
+    char          buf[32];
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld,%03lld", (long long) (ms / 3600000),
+                  (long long) (ms / 60000 % 60), (long long) (ms / 1000 % 60), (long long) (ms % 1000));
+    return buf;
+}
+
+// ---- one context ------------------------------------------------------------------------------
+
+struct ContextDeleter {
+    void operator()(whisper_context * ctx) const { whisper_free(ctx); }
+};
+using ContextPtr = std::unique_ptr<whisper_context, ContextDeleter>;
+
+// One whisper context on one device (or on the CPU); transcribes one file at a time.
+class Transcriber {
+public:
+    Transcriber(const Options & o, std::string device) : o_(o), device_(std::move(device)) {}
+
+    bool load(bool use_gpu, std::string & error) {
+        whisper_context_params cp = whisper_context_default_params();
+        cp.use_gpu                = use_gpu;
+        cp.flash_attn             = o_.flash;
+        cp.gpu_device             = 0; // the first GPU device: see Note [per-device workers]
+        ctx_.reset(whisper_init_from_file_with_params(o_.model.c_str(), cp));
+        if (!ctx_) {
+            error = "could not load the model " + o_.model + " on " + device_;
+        }
+        return ctx_ != nullptr;
+    }
+
+    FileResult run(const std::string & path) {
+        const auto t0 = Clock::now();
+        FileResult r;
+        r.file   = path;
+        r.device = device_;
+        std::vector<float> pcm;
+        int                rate = 0;
+        if (!wsp::example::read_wav_mono(path, pcm, rate, &r.error)) {
+            r.wall_s = seconds_since(t0);
+            return r;
+        }
+        if (rate != WHISPER_SAMPLE_RATE) {
+            pcm = wsp::example::resample(pcm, rate, WHISPER_SAMPLE_RATE);
+        }
+        r.audio_s = double(pcm.size()) / WHISPER_SAMPLE_RATE;
+        if (whisper_full(ctx_.get(), full_params(), pcm.data(), int(pcm.size())) != 0) {
+            r.error  = "whisper_full failed";
+            r.wall_s = seconds_since(t0);
+            return r;
+        }
+        collect(r);
+        if (!o_.srt_dir.empty() && !write_srt(path, r.error)) {
+            r.wall_s = seconds_since(t0);
+            return r;
+        }
+        r.ok     = true;
+        r.wall_s = seconds_since(t0);
+        return r;
+    }
+
+private:
+    whisper_full_params full_params() const {
+        whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
+        p.n_threads           = o_.threads;
+        p.language            = o_.language.c_str();
+        p.detect_language     = false;
+        p.max_tokens          = o_.max_tokens;
+        p.print_progress      = false;
+        p.print_realtime      = false;
+        p.print_special       = false;
+        p.print_timestamps    = false;
+        if (o_.no_fallback) {
+            p.temperature_inc = 0.0f;
+        }
+        return p;
+    }
+
+    // the text, and the ids of the ordinary (text) tokens: those below EOT
+    void collect(FileResult & r) const {
+        const whisper_token eot = whisper_token_eot(ctx_.get());
+        for (int s = 0; s < whisper_full_n_segments(ctx_.get()); ++s) {
+            r.text += whisper_full_get_segment_text(ctx_.get(), s);
+            for (int t = 0; t < whisper_full_n_tokens(ctx_.get(), s); ++t) {
+                const whisper_token id = whisper_full_get_token_id(ctx_.get(), s, t);
+                if (id < eot) {
+                    r.tokens.push_back(id);
+                }
+            }
+        }
+    }
+
+    bool write_srt(const std::string & path, std::string & error) const {
+        const fs::path out = fs::path(o_.srt_dir) / fs::path(path).filename().replace_extension(".srt");
+        std::ofstream  f(out);
+        for (int s = 0; f && s < whisper_full_n_segments(ctx_.get()); ++s) {
+            f << s + 1 << "\n"
+              << srt_time(whisper_full_get_segment_t0(ctx_.get(), s)) << " --> "
+              << srt_time(whisper_full_get_segment_t1(ctx_.get(), s)) << "\n"
+              << whisper_full_get_segment_text(ctx_.get(), s) << "\n\n";
+        }
+        if (!f) {
+            error = "could not write " + out.string();
+        }
+        return bool(f);
+    }
+
+    const Options & o_;
+    std::string     device_;
+    ContextPtr      ctx_;
+};
+
+// ---- devices ----------------------------------------------------------------------------------
+
+std::vector<wsp_ggml_backend_dev_t> gpu_devices() {
+    std::vector<wsp_ggml_backend_dev_t> out;
+    for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
+        wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_get(i);
+        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU) {
+            out.push_back(dev);
+        }
+    }
+    return out;
+}
+
+std::vector<wsp_ggml_backend_dev_t> single_gpu_devices() {
+    auto devs = gpu_devices();
+    devs.erase(std::remove_if(devs.begin(), devs.end(), wsp_ggml_backend_dev_is_all_gpu), devs.end());
+    return devs;
+}
+
+// Note [per-device workers]
+// whisper.cpp 0.4.3 computes on the gpu_device-th GPU device (whisper_backend_init_gpu) but its
+// buffer-type list for the weights (make_buft_list) holds the FIRST GPU device's buffer type ahead
+// of the chosen one, and each weight takes the first buffer type that supports it: with
+// gpu_device >= 1 the weights land on GPU 0 while the graphs run on GPU k, which fails. Only the
+// first GPU device works, and the device order is fixed per process when the backend registry is
+// first used. So each device gets a worker process (posix_spawn of this program, which execs, so
+// no state of the parent's registry or threads is inherited) whose environment makes that device
+// the only GPU it sees, and whisper.cpp runs there, unchanged, with gpu_device = 0:
+//  - SIM k: WSP_GGML_SIM_DEVICES=1 and CUDA hidden; a sim is an emulated device with its own
+//    arena, so the worker's SIM0 is device k's stand-in (its own memory, streams and threads);
+//  - CUDA k / ROCm k: CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES = the k-th visible GPU, sims
+//    off; with WSP_GGML_CUDA_VIRTUAL_DEVICES (every virtual device on GPU 0) each worker gets GPU
+//    0 as a real device of its own.
+// The parent keeps the shared queue: a thread per worker writes one path to the worker's stdin,
+// reads its one result line back, and takes the next file, so files go to whichever context is
+// free. A worker refuses to start unless it sees exactly one GPU device.
+struct WorkerEnv {
+    std::string                                      reg;
+    std::vector<std::pair<std::string, std::string>> set;
+    std::vector<std::string>                         unset;
+};
+
+bool worker_env(wsp_ggml_backend_dev_t dev, WorkerEnv & env, std::string & error) {
+    const std::string reg  = wsp_ggml_backend_reg_name(wsp_ggml_backend_dev_backend_reg(dev));
+    const std::string name = wsp_ggml_backend_dev_name(dev);
+    env.reg                = reg;
+    const int index        = std::atoi(name.c_str() + std::min(name.size(), reg.size()));
+    if (reg == "SIM") {
+        env.set   = { { "WSP_GGML_SIM_DEVICES", "1" },
+                      { "CUDA_VISIBLE_DEVICES", "-1" },
+                      { "HIP_VISIBLE_DEVICES", "-1" } };
+        env.unset = { "WSP_GGML_CUDA_VIRTUAL_DEVICES", "WSP_GGML_ALL_GPUS" };
+        return true;
+    }
+    if (reg == "CUDA" || reg == "ROCm") {
+        const char * var = reg == "CUDA" ? "CUDA_VISIBLE_DEVICES" : "HIP_VISIBLE_DEVICES";
+        std::string  visible;
+        if (std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES") != nullptr) {
+            visible = "0";
+        } else if (const char * cur = std::getenv(var); cur != nullptr && *cur != '\0') {
+            std::stringstream list(cur);
+            for (int i = 0; std::getline(list, visible, ',') && i < index; ++i) {
+            }
+        } else {
+            visible = std::to_string(index);
+        }
+        env.set   = { { var, visible } };
+        env.unset = { "WSP_GGML_SIM_DEVICES", "WSP_GGML_CUDA_VIRTUAL_DEVICES", "WSP_GGML_ALL_GPUS" };
+        return true;
+    }
+    error = "--per-device does not know how to give a process only " + name + " (reg " + reg + ")";
+    return false;
+}
+
+// A worker process: its pipes, its pid, and the device it stands for.
+class Worker {
+public:
+    explicit Worker(std::string device) : device_(std::move(device)) {}
+    Worker(const Worker &)             = delete;
+    Worker & operator=(const Worker &) = delete;
+    ~Worker() { stop(); }
+
+    bool start(const std::vector<std::string> & args, const WorkerEnv & env, std::string & error) {
+        int to_child[2], from_child[2];
+        // close-on-exec: a later worker must not hold this one's pipe ends, or this worker would
+        // never see the end of its input (dup2 onto 0 and 1 clears the flag for the child's copies)
+        if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
+            error = std::string("pipe: ") + std::strerror(errno);
+            return false;
+        }
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+        posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+        std::vector<std::string> envs;
+        for (char ** e = environ; *e != nullptr; ++e) {
+            const std::string kv(*e), key = kv.substr(0, kv.find('='));
+            const bool        replaced = std::find(env.unset.begin(), env.unset.end(), key) != env.unset.end() ||
+                                  std::any_of(env.set.begin(), env.set.end(), [&](auto & p) { return p.first == key; });
+            if (!replaced) {
+                envs.push_back(kv);
+            }
+        }
+        for (const auto & [k, v] : env.set) {
+            envs.push_back(k + "=" + v);
+        }
+        std::vector<char *> argv, envp;
+        for (const auto & a : args) {
+            argv.push_back(const_cast<char *>(a.c_str()));
+        }
+        argv.push_back(nullptr);
+        for (const auto & e : envs) {
+            envp.push_back(const_cast<char *>(e.c_str()));
+        }
+        envp.push_back(nullptr);
+        const int rc = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
+        posix_spawn_file_actions_destroy(&actions);
+        close(to_child[0]);
+        close(from_child[1]);
+        to_   = fdopen(to_child[1], "w");
+        from_ = fdopen(from_child[0], "r");
+        if (rc != 0) {
+            pid_  = -1;
+            error = std::string("posix_spawn: ") + std::strerror(rc);
+            return false;
+        }
+        return true;
+    }
+
+    // sends one path and reads its result line; false when the worker is gone
+    bool transcribe(const std::string & path, std::string & line) {
+        if (std::fprintf(to_, "%s\n", path.c_str()) < 0 || std::fflush(to_) != 0) {
+            return false;
+        }
+        line.clear();
+        char buf[4096];
+        while (std::fgets(buf, sizeof buf, from_) != nullptr) {
+            line += buf;
+            if (!line.empty() && line.back() == '\n') {
+                line.pop_back();
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void stop() {
+        if (to_ != nullptr) {
+            std::fclose(to_);
+            to_ = nullptr;
+        }
+        if (from_ != nullptr) {
+            std::fclose(from_);
+            from_ = nullptr;
+        }
+        if (pid_ > 0) {
+            int status = 0;
+            waitpid(pid_, &status, 0);
+            pid_ = -1;
+        }
+    }
+
+    const std::string & device() const { return device_; }
+
+private:
+    std::string device_;
+    pid_t       pid_  = -1;
+    FILE *      to_   = nullptr;
+    FILE *      from_ = nullptr;
+};
+
+// The worker's result line: "<ok> <audio_s> <wall_s>\t<error>\t<json line>", read back by the
+// parent (the error without tabs or newlines; the JSON line has neither).
+std::string encode_result(const FileResult & r) {
+    char head[96];
+    std::snprintf(head, sizeof head, "%d %.6f %.6f\t", r.ok ? 1 : 0, r.audio_s, r.wall_s);
+    std::string error = r.error;
+    std::replace_if(
+        error.begin(), error.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+    return head + error + "\t" + json_line(r);
+}
+
+bool decode_result(const std::string & line, FileResult & r, std::string & json) {
+    const size_t tab1 = line.find('\t');
+    const size_t tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
+    int          ok   = 0;
+    if (tab2 == std::string::npos || std::sscanf(line.c_str(), "%d %lf %lf", &ok, &r.audio_s, &r.wall_s) != 3) {
+        return false;
+    }
+    r.ok    = ok != 0;
+    r.error = line.substr(tab1 + 1, tab2 - tab1 - 1);
+    json    = line.substr(tab2 + 1);
+    return true;
+}
+
+// ---- the batch --------------------------------------------------------------------------------
+
+// Collects results from every context: JSON output, stderr reports, progress, per-device load.
+class Batch {
+public:
+    Batch(size_t total, FILE * json, bool progress) : total_(total), json_(json), progress_(progress) {}
+
+    void add(const FileResult & r, const std::string & json) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::fprintf(json_, "%s\n", json.c_str());
+        std::fflush(json_);
+        if (progress_) {
+            std::fprintf(stderr, "\r\033[K");
+        }
+        if (!r.ok) {
+            // the WAV reader's messages name the file already
+            const bool named = r.error.rfind(r.file, 0) == 0;
+            std::fprintf(stderr, "whisper_transcribe: %s%s%s\n", named ? "" : r.file.c_str(), named ? "" : ": ",
+                         r.error.c_str());
+        }
+        ++done_;
+        (r.ok ? ok_ : failed_) += 1;
+        audio_s_ += r.audio_s;
+        Load & l = load_[r.device];
+        l.files += 1;
+        l.audio_s += r.audio_s;
+        if (progress_) {
+            draw();
+        }
+    }
+
+    void summary(FILE * out, double wall_s, const std::string & placement) const {
+        if (progress_) {
+            std::fprintf(stderr, "\n");
+        }
+        std::fprintf(out, "summary: %zu files ok, %zu failed, %.2f s of audio in %.2f s wall, %.2f audio s/s (%s)\n",
+                     ok_, failed_, audio_s_, wall_s, wall_s > 0 ? audio_s_ / wall_s : 0.0, placement.c_str());
+        for (const auto & [device, l] : load_) {
+            std::fprintf(out, "  %-12s %4zu files %9.2f s of audio\n", device.c_str(), l.files, l.audio_s);
+        }
+    }
+
+    size_t failed() const { return failed_; }
+
+private:
+    struct Load {
+        size_t files   = 0;
+        double audio_s = 0.0;
+    };
+
+    void draw() const {
+        const int width  = 30;
+        const int filled = total_ ? int(width * done_ / total_) : width;
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu files, %.1f s audio, %.1f s elapsed", std::string(filled, '#').c_str(),
+                     std::string(width - filled, '.').c_str(), done_, total_, audio_s_, seconds_since(t0_));
+        std::fflush(stderr);
+    }
+
+    std::mutex                  mutex_;
+    size_t                      total_, done_ = 0, ok_ = 0, failed_ = 0;
+    double                      audio_s_ = 0.0;
+    FILE *                      json_;
+    bool                        progress_;
+    Clock::time_point           t0_ = Clock::now();
+    std::map<std::string, Load> load_;
+};
+
+FileResult failure(const std::string & path, const std::string & device, const std::string & error) {
+    FileResult r;
+    r.file   = path;
+    r.device = device;
+    r.error  = error;
+    return r;
+}
+
+// what each member of an all-GPU device holds of the weights; asked while the context lives
+std::string weight_bytes(wsp_ggml_backend_dev_t dev) {
+    std::string out = std::string("  weights on ") + wsp_ggml_backend_dev_name(dev) + " by member:";
+    for (size_t i = 0; i < wsp_ggml_backend_all_gpu_member_count(dev); ++i) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " %s %.2f MiB",
+                      wsp_ggml_backend_dev_name(wsp_ggml_backend_all_gpu_member(dev, i)),
+                      wsp_ggml_backend_all_gpu_weight_bytes(dev, i) / 1048576.0);
+        out += buf;
+    }
+    return out + "\n";
+}
+
+// one context in this process: the CPU, the only GPU, or the all-GPU device
+// the weight bytes per member when dev is the all-GPU device (else "")
+std::string run_in_process(const Options & o, const std::vector<std::string> & files, wsp_ggml_backend_dev_t dev,
+                           Batch & batch) {
+    const bool        use_gpu = dev != nullptr;
+    const std::string device  = use_gpu ? wsp_ggml_backend_dev_name(dev) : "CPU";
+    Transcriber       t(o, device);
+    std::string       error;
+    const bool        loaded = t.load(use_gpu, error);
+    for (const auto & f : files) {
+        const FileResult r = loaded ? t.run(f) : failure(f, device, error);
+        batch.add(r, json_line(r));
+    }
+    return loaded && use_gpu && wsp_ggml_backend_dev_is_all_gpu(dev) ? weight_bytes(dev) : "";
+}
+
+std::vector<std::string> worker_args(const Options & o, const std::string & device) {
+    std::vector<std::string> a = { "whisper_transcribe",
+                                   "--worker-device",
+                                   device,
+                                   "--model",
+                                   o.model,
+                                   "--threads",
+                                   std::to_string(o.threads),
+                                   "--language",
+                                   o.language,
+                                   "--max-tokens",
+                                   std::to_string(o.max_tokens) };
+    if (o.flash) {
+        a.push_back("--flash");
+    }
+    if (o.no_fallback) {
+        a.push_back("--no-fallback");
+    }
+    if (o.verbose) {
+        a.push_back("--verbose");
+    }
+    if (!o.srt_dir.empty()) {
+        a.insert(a.end(), { "--srt", o.srt_dir });
+    }
+    return a;
+}
+
+// one worker process per single GPU device, fed from one queue (Note [per-device workers])
+void run_per_device(const Options & o, const std::vector<std::string> & files,
+                    const std::vector<wsp_ggml_backend_dev_t> & devs, Batch & batch) {
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (auto * dev : devs) {
+        const std::string name = wsp_ggml_backend_dev_name(dev);
+        auto              w    = std::make_unique<Worker>(name);
+        WorkerEnv         env;
+        std::string       error;
+        if (!worker_env(dev, env, error) || !w->start(worker_args(o, name), env, error)) {
+            std::fprintf(stderr, "whisper_transcribe: no worker for %s: %s\n", name.c_str(), error.c_str());
+            continue;
+        }
+        workers.push_back(std::move(w));
+    }
+    std::atomic<size_t>      next{ 0 };
+    std::vector<std::thread> threads;
+    for (auto & w : workers) {
+        threads.emplace_back([&, wp = w.get()] {
+            for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+                std::string line, json;
+                FileResult  r = failure(files[i], wp->device(), "");
+                if (wp->transcribe(files[i], line) && decode_result(line, r, json)) {
+                    r.file   = files[i];
+                    r.device = wp->device();
+                    batch.add(r, json);
+                    continue;
+                }
+                // the worker is gone (it could not load the model, or died): this file fails, the
+                // others go to the remaining workers
+                r.error = "the worker process for " + wp->device() + " exited";
+                batch.add(r, json_line(r));
+                return;
+            }
+        });
+    }
+    for (auto & t : threads) {
+        t.join();
+    }
+    for (auto & w : workers) {
+        w->stop();
+    }
+    // files no worker could take (no worker started, or every one exited)
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+        const FileResult r = failure(files[i], "(none)", "no worker process left to transcribe it");
+        batch.add(r, json_line(r));
+    }
+}
+
+// the worker side: one context on this process's only GPU device, paths on stdin, results on stdout
+int worker_main(const Options & o) {
+    const auto devs = gpu_devices();
+    if (devs.size() != 1) {
+        std::fprintf(stderr, "whisper_transcribe: worker for %s sees %zu GPU devices, expected exactly one\n",
+                     o.worker_device.c_str(), devs.size());
+        return 1;
+    }
+    Transcriber t(o, o.worker_device);
+    std::string error;
+    if (!t.load(true, error)) {
+        std::fprintf(stderr, "whisper_transcribe: worker: %s\n", error.c_str());
+        return 1;
+    }
+    for (std::string path; std::getline(std::cin, path);) {
+        std::printf("%s\n", encode_result(t.run(path)).c_str());
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+// ---- arguments --------------------------------------------------------------------------------
+
+bool expand_inputs(const Options & o, std::vector<std::string> & files) {
+    std::vector<std::string> inputs = o.inputs;
+    if (!o.list.empty()) {
+        std::ifstream f(o.list);
+        if (!f) {
+            std::fprintf(stderr, "whisper_transcribe: cannot read the list %s\n", o.list.c_str());
+            return false;
+        }
+        for (std::string line; std::getline(f, line);) {
+            if (!line.empty() && line.back() == '\r') {
+                line.pop_back();
+            }
+            if (!line.empty()) {
+                inputs.push_back(line);
+            }
+        }
+    }
+    for (const auto & in : inputs) {
+        std::error_code ec;
+        if (!fs::is_directory(in, ec)) {
+            files.push_back(in); // a missing or unreadable file is reported when it is read
+            continue;
+        }
+        std::vector<std::string> wavs;
+        for (const auto & e : fs::directory_iterator(in, ec)) {
+            std::string ext = e.path().extension().string();
+            std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+            if (e.is_regular_file() && ext == ".wav") {
+                wavs.push_back(e.path().string());
+            }
+        }
+        std::sort(wavs.begin(), wavs.end());
+        files.insert(files.end(), wavs.begin(), wavs.end());
+    }
+    return true;
+}
+
+void log_callback(enum wsp_ggml_log_level level, const char * text, void * user) {
+    const bool verbose = *static_cast<const bool *>(user);
+    if (verbose || level == WSP_GGML_LOG_LEVEL_ERROR) {
+        std::fputs(text, stderr);
+    }
+}
+
+int batch_main(Options & o) {
+    std::vector<std::string> files;
+    if (!expand_inputs(o, files)) {
+        return 2;
+    }
+    if (files.empty()) {
+        std::fprintf(stderr, "whisper_transcribe: no input files\n");
+        return 2;
+    }
+    if (!o.srt_dir.empty()) {
+        std::error_code ec;
+        fs::create_directories(o.srt_dir, ec);
+    }
+    FILE * json = stdout;
+    if (!o.json_path.empty() && (json = std::fopen(o.json_path.c_str(), "w")) == nullptr) {
+        std::fprintf(stderr, "whisper_transcribe: cannot write %s\n", o.json_path.c_str());
+        return 2;
+    }
+    const auto singles = single_gpu_devices();
+    if (o.placement == Placement::Auto) {
+        o.placement = singles.size() >= 2 ? Placement::PerDevice : Placement::Cpu;
+    }
+    const auto gpus = gpu_devices();
+    if (o.placement == Placement::AllGpus && (gpus.empty() || !wsp_ggml_backend_dev_is_all_gpu(gpus[0]))) {
+        std::fprintf(stderr, "whisper_transcribe: --all-gpus needs two or more GPU devices of one reg\n");
+        return 2;
+    }
+    if (o.placement == Placement::PerDevice && singles.empty()) {
+        std::fprintf(stderr, "whisper_transcribe: --per-device needs a GPU device\n");
+        return 2;
+    }
+    const bool  progress = o.progress || isatty(2);
+    Batch       batch(files.size(), json, progress);
+    const auto  t0 = Clock::now();
+    std::string placement, weights;
+    if (o.placement == Placement::PerDevice) {
+        run_per_device(o, files, singles, batch);
+        placement = "per-device, " + std::to_string(singles.size()) + " contexts";
+    } else if (o.placement == Placement::AllGpus) {
+        weights   = run_in_process(o, files, gpus[0], batch);
+        placement = std::string("all-gpus, one context on ") + wsp_ggml_backend_dev_name(gpus[0]);
+    } else {
+        run_in_process(o, files, nullptr, batch);
+        placement = "cpu";
+    }
+    batch.summary(stderr, seconds_since(t0), placement);
+    std::fputs(weights.c_str(), stderr);
+    if (json != stdout) {
+        std::fclose(json);
+    }
+    return batch.failed() == 0 ? 0 : 1;
+}
+
+void add_options(CLI::App & app, Options & o) {
+    app.add_option("inputs", o.inputs, "WAV files, and folders whose *.wav files are taken (sorted)");
+    app.add_option("--list", o.list, "a file of input paths, one a line");
+    app.add_option("--model", o.model, "the whisper model (ggml .bin)")->required();
+    app.add_option("--threads", o.threads, "CPU threads per context")->check(CLI::PositiveNumber);
+    app.add_option("--language", o.language, "spoken language");
+    app.add_flag("--flash", o.flash, "flash attention");
+    app.add_option("--srt", o.srt_dir, "write one .srt per input into this folder");
+    app.add_option("--json", o.json_path, "write the JSON lines here instead of stdout");
+    app.add_option("--max-tokens", o.max_tokens, "at most this many tokens per segment (0: no limit)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--no-fallback", o.no_fallback, "no retries at higher temperatures");
+    app.add_flag("--progress", o.progress, "draw the progress bar even when stderr is not a terminal");
+    app.add_flag("--verbose", o.verbose, "show whisper.cpp's and ggml's log");
+    auto * per = app.add_flag_callback(
+        "--per-device", [&] { o.placement = Placement::PerDevice; },
+        "one context per GPU device, files dealt to whichever is free "
+        "(default with 2+ GPU devices)");
+    auto * all = app.add_flag_callback(
+        "--all-gpus", [&] { o.placement = Placement::AllGpus; },
+        "one context on the all-GPU device, which spreads over every GPU");
+    auto * cpu = app.add_flag_callback(
+        "--cpu", [&] { o.placement = Placement::Cpu; }, "one context on the CPU");
+    per->excludes(all)->excludes(cpu);
+    all->excludes(cpu);
+    app.add_option("--worker-device", o.worker_device)->group(""); // Note [per-device workers]
+}
+
+} // namespace
+} // namespace wsp::transcribe
+
+// Summary and reports go to stderr, so stdout carries the JSON lines alone.
+int main(int argc, char ** argv) {
+    using namespace wsp::transcribe;
+    Options  o;
+    CLI::App app{ "whisper_transcribe: batch transcription with whisper.cpp on wsp-ggml" };
+    add_options(app, o);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError & e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    }
+    if (o.list.empty() && o.inputs.empty() && o.worker_device.empty()) {
+        std::fprintf(stderr, "whisper_transcribe: give WAV files, folders or --list\n%s", app.help().c_str());
+        return 2;
+    }
+    // the registry orders its devices at its first use: the all-GPU device goes first among the GPU
+    // devices (so whisper.cpp's gpu_device = 0 picks it) only when this is set before any wsp_ggml
+    // or whisper call
+    if (o.placement == Placement::AllGpus) {
+        setenv("WSP_GGML_ALL_GPUS", "1", 1);
+    }
+    std::signal(SIGPIPE, SIG_IGN); // a worker that died is seen as a failed write, not a signal
+    whisper_log_set(log_callback, &o.verbose);
+    wsp_ggml_log_set(log_callback, &o.verbose);
+    return o.worker_device.empty() ? batch_main(o) : worker_main(o);
+}
