@@ -171,54 +171,44 @@ bool parse_int(const char * s, long long lo, long long hi, long long & out) {
 // write-model's options into cfg and out; false with a message on an invalid or missing one
 bool parse_write_model(int argc, char ** argv, wsp::model::WhisperFileConfig & cfg, std::string & out) {
     std::string size = "tiny";
+    // the dimension options and the fields each sets
+    const std::vector<std::pair<std::string, std::vector<int32_t *>>> dims = {
+        { "--audio-ctx", { &cfg.n_audio_ctx } },
+        { "--text-ctx", { &cfg.n_text_ctx } },
+        { "--vocab", { &cfg.n_vocab } },
+        { "--mels", { &cfg.n_mels } },
+        { "--state", { &cfg.n_audio_state, &cfg.n_text_state } },
+        { "--heads", { &cfg.n_audio_head, &cfg.n_text_head } },
+        { "--layers", { &cfg.n_audio_layer, &cfg.n_text_layer } },
+        { "--audio-heads", { &cfg.n_audio_head } },
+        { "--text-heads", { &cfg.n_text_head } },
+        { "--audio-layers", { &cfg.n_audio_layer } },
+        { "--text-layers", { &cfg.n_text_layer } },
+    };
     // overrides apply after the preset, in any order on the command line
     std::vector<std::pair<int32_t *, long long>> overrides;
     for (int i = 2; i < argc; ++i) {
         const std::string a     = argv[i];
         const char *      value = i + 1 < argc ? argv[++i] : nullptr;
         long long         v     = 0;
-        auto              set   = [&](std::initializer_list<int32_t *> fields) {
-            if (value == nullptr || !parse_int(value, 0, INT32_MAX, v)) {
-                return false;
-            }
-            for (int32_t * f : fields) {
+        auto              dim   = std::find_if(dims.begin(), dims.end(), [&](const auto & d) { return d.first == a; });
+        bool              ok    = value != nullptr;
+        if (a == "--out") {
+            ok = ok && (out = value, true);
+        } else if (a == "--size") {
+            ok = ok && (size = value, true);
+        } else if (a == "--type") {
+            ok = ok && wsp::model::whisper_file_type(value, cfg.wtype);
+        } else if (a == "--seed") {
+            ok = ok && parse_int(value, 0, INT64_MAX, v) && (cfg.seed = (uint64_t) v, true);
+        } else if (dim != dims.end()) {
+            ok = ok && parse_int(value, 0, INT32_MAX, v);
+            for (int32_t * f : dim->second) {
                 overrides.emplace_back(f, v);
             }
-            return true;
-        };
-        bool ok = value != nullptr;
-        if (a == "--out")
-            ok = ok && (out = value, true);
-        else if (a == "--size")
-            ok = ok && (size = value, true);
-        else if (a == "--type")
-            ok = ok && wsp::model::whisper_file_type(value, cfg.wtype);
-        else if (a == "--seed")
-            ok = ok && parse_int(value, 0, INT64_MAX, v) && (cfg.seed = (uint64_t) v, true);
-        else if (a == "--audio-ctx")
-            ok = set({ &cfg.n_audio_ctx });
-        else if (a == "--text-ctx")
-            ok = set({ &cfg.n_text_ctx });
-        else if (a == "--vocab")
-            ok = set({ &cfg.n_vocab });
-        else if (a == "--mels")
-            ok = set({ &cfg.n_mels });
-        else if (a == "--state")
-            ok = set({ &cfg.n_audio_state, &cfg.n_text_state });
-        else if (a == "--heads")
-            ok = set({ &cfg.n_audio_head, &cfg.n_text_head });
-        else if (a == "--layers")
-            ok = set({ &cfg.n_audio_layer, &cfg.n_text_layer });
-        else if (a == "--audio-heads")
-            ok = set({ &cfg.n_audio_head });
-        else if (a == "--text-heads")
-            ok = set({ &cfg.n_text_head });
-        else if (a == "--audio-layers")
-            ok = set({ &cfg.n_audio_layer });
-        else if (a == "--text-layers")
-            ok = set({ &cfg.n_text_layer });
-        else
+        } else {
             ok = false;
+        }
         if (!ok) {
             std::fprintf(stderr, "write-model: invalid argument: %s %s\n", a.c_str(), value ? value : "");
             return false;
