@@ -5,6 +5,8 @@
 #                                             WORK/prefix, builds examples/whisper against it (with
 #                                             the sources of WHISPER_DIR), writes the model, speaks the clip
 #   run.sh check WORK WHISPER_DIR ARGS...     one configuration: whisper_check on them with ARGS
+#   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
+#                                             placement): three spoken clips and a file that is no WAV
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
 # (scripts/fetch-whisper.sh) or espeak-ng is missing.
 set -euo pipefail
@@ -66,6 +68,13 @@ build() {
     step "$work/model.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-f16.bin" \
         --size tiny --type f16 --seed 1 --audio-ctx 200
     step "$work/espeak.log" espeak-ng -w "$work/clip.wav" "The quick brown fox jumps over the lazy dog."
+    # the batch: three clips and one unreadable file
+    rm -rf "$work/batch"
+    mkdir -p "$work/batch"
+    cp "$work/clip.wav" "$work/batch/a.wav"
+    step "$work/espeak.log" espeak-ng -w "$work/batch/b.wav" "Every GPU of the server is used."
+    step "$work/espeak.log" espeak-ng -w "$work/batch/c.wav" "Batch transcription runs through the night."
+    echo "this is not audio" >"$work/batch/d.wav"
     echo "model and clip written; fixture ready in $((SECONDS - t0)) s"
 }
 
@@ -80,13 +89,52 @@ check() {
     exit $rc
 }
 
+# the tokens of one file's JSON line
+tokens_of() { # jsonl, file name
+    grep -F "\"file\":\"$2\"" "$1" | grep -o '"tokens":\[[^]]*\]' || true
+}
+
+transcribe() {
+    local work=$1 whisper_dir=$2
+    shift 2
+    need_sources "$whisper_dir"
+    [ -x "$work/build/whisper_transcribe" ] ||
+        skip "whisper_transcribe was not built (CLI11 missing: apt-get install libcli11-dev)"
+    local out
+    out=$(mktemp -d)
+    # shellcheck disable=SC2064 # the folder is named now: the variable is gone by exit
+    trap "rm -rf '$out'" EXIT
+    local common=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback)
+    local rc=0
+    "$work/build/whisper_transcribe" "${common[@]}" --cpu "$work/batch" >"$out/cpu.jsonl" 2>"$out/cpu.log" || rc=$?
+    [ $rc -eq 1 ] || { cat "$out/cpu.log"; echo "FAILED: the CPU run exited $rc, not 1 (one unreadable file)"; exit 1; }
+    rc=0
+    "$work/build/whisper_transcribe" "${common[@]}" "$@" "$work/batch" >"$out/dev.jsonl" 2>"$out/dev.log" || rc=$?
+    cat "$out/dev.jsonl" "$out/dev.log"
+    [ $rc -eq 1 ] || { echo "FAILED: exit status $rc, not 1 (one unreadable file)"; exit 1; }
+    [ "$(grep -c '"ok":true' "$out/dev.jsonl")" -eq 3 ] || { echo "FAILED: not 3 files transcribed"; exit 1; }
+    grep '"ok":false' "$out/dev.jsonl" | grep -q 'd.wav' || { echo "FAILED: d.wav not reported"; exit 1; }
+    local f
+    for f in a b c; do
+        local want got
+        want=$(tokens_of "$out/cpu.jsonl" "$work/batch/$f.wav")
+        got=$(tokens_of "$out/dev.jsonl" "$work/batch/$f.wav")
+        if [ -z "$want" ] || [ "$want" != "$got" ]; then
+            echo "FAILED: $f.wav: tokens $got, the CPU's $want"
+            exit 1
+        fi
+    done
+    echo "PASS: 3 files with the CPU's tokens, the unreadable one reported and skipped"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
     build) build "$@" ;;
     check) check "$@" ;;
+    transcribe) transcribe "$@" ;;
     *)
-        echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check WORK WHISPER_DIR ARGS..." >&2
+        echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe WORK WHISPER_DIR ARGS..." >&2
         exit 2
         ;;
 esac
