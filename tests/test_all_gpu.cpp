@@ -12,10 +12,13 @@
 
 #include "ggml-all-gpu.h"
 
+#include "race/race.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace wsp::test {
 namespace {
@@ -136,6 +139,44 @@ INSTANTIATE_TEST_SUITE_P(Sims, AllGpuCompute,
                          [](const ::testing::TestParamInfo<ComputeCase> & i) {
                              return std::to_string(i.param.n_sims) + "sims_" + wsp_ggml_type_name(i.param.type);
                          });
+
+// two clients' contexts on the device at once (a batch transcriber's threads), sharing one set of
+// weights: their first graphs race to spread the same weights, and both equal the CPU
+TEST(AllGpuCompute, TwoBackendsAtOnceShareTheWeights) {
+    ASSERT_NE(wsp_ggml_backend_sim_register(2, 256), nullptr);
+    ForeignAccessGuard     guard;
+    wsp_ggml_backend_dev_t all = all_device();
+    ASSERT_NE(all, nullptr);
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    Model              ref_model(WSP_GGML_TYPE_F16, wsp_ggml_backend_cpu_buffer_type(), 9);
+    Model              model(WSP_GGML_TYPE_F16, wsp_ggml_backend_dev_buffer_type(all), 9);
+    const auto         ref = logits(ref_model, cpu, cpu);
+    std::vector<float> outs[2];
+    std::thread        threads[2];
+    // starting a thread orders what this one wrote (the weights) before the thread's work; the
+    // happens-before checker cannot see thread creation, so it is told
+    const wsp::race::VectorClock start = wsp::race::checker().release_host();
+    for (int t = 0; t < 2; ++t) {
+        threads[t] = std::thread([&, t] {
+            wsp::race::checker().acquire(wsp::race::checker().host_agent(), start);
+            wsp_ggml_backend_t own_cpu = wsp_ggml_backend_cpu_init();
+            wsp_ggml_backend_t gpu     = wsp_ggml_backend_dev_init(all, nullptr);
+            for (int run = 0; run < 3; ++run) {
+                outs[t] = logits(model, gpu, own_cpu);
+            }
+            wsp_ggml_backend_free(gpu);
+            wsp_ggml_backend_free(own_cpu);
+        });
+    }
+    for (std::thread & th : threads) {
+        th.join();
+    }
+    for (const auto & out : outs) {
+        EXPECT_LT(nmse(out, ref), 1e-10);
+    }
+    EXPECT_GT(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), 0u);
+    wsp_ggml_backend_free(cpu);
+}
 
 TEST(AllGpuCompute, TensorSplitSetsTheSharesAndFreedWeightsLeaveNothing) {
     ::setenv("WSP_GGML_TENSOR_SPLIT", "3,1", 1);

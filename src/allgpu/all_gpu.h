@@ -22,6 +22,7 @@
 #include "ggml-backend-impl.h"
 
 #include "../core/log.h"
+#include "../race/race.h"
 
 #include <memory>
 #include <mutex>
@@ -35,6 +36,10 @@ namespace wsp::allgpu {
 struct Shadow {
     std::unique_ptr<wsp_ggml_tensor> tensor;
     wsp_ggml_backend_buffer_t        buffer = nullptr; // owned
+    // the making thread's clock once its rows were copied: another thread that takes the shadow
+    // (under the device's mutex, which orders them) joins it, so emulated devices' happens-before
+    // checker sees that ordering too (Note [happens-before checker])
+    race::VectorClock made;
 };
 
 struct Device {

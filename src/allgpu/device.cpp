@@ -288,6 +288,7 @@ wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
     std::lock_guard<std::mutex> lock(mutex);
     auto                        it = shadows.find(w);
     if (it != shadows.end()) {
+        race::checker().acquire(race::checker().host_agent(), it->second.made);
         return it->second.tensor.get();
     }
     using split_buft_fn = wsp_ggml_backend_buffer_type_t (*)(int, const float *);
@@ -311,6 +312,7 @@ wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
         return nullptr;
     }
     wsp_ggml_backend_buffer_set_usage(s.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    s.made              = race::checker().release_host();
     wsp_ggml_tensor * t = s.tensor.get();
     shadows.emplace(w, std::move(s));
     return t;
