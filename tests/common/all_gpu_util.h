@@ -30,7 +30,13 @@ struct Model {
         P                      = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, K, N_POS);
         W                      = wsp_ggml_new_tensor_2d(ctx, type, K, K);
         b                      = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, K);
-        buf                    = wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+        // named, as a model's weights are: building a graph names an unnamed leaf, which would
+        // make concurrent graphs over shared weights write them
+        wsp_ggml_set_name(E, "token_embedding");
+        wsp_ggml_set_name(P, "positional_embedding");
+        wsp_ggml_set_name(W, "weight");
+        wsp_ggml_set_name(b, "bias");
+        buf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
         wsp_ggml_backend_buffer_set_usage(buf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         set(seed);
     }
