@@ -436,8 +436,9 @@ int cmd_encode(const EncodeOptions & o) {
         wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
         wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
 
-        double best_ms = 1e30, total_ms = 0.0;
-        bool   ok = true;
+        double       best_ms = 1e30, total_ms = 0.0;
+        bool         ok     = true;
+        const size_t copied = wsp_ggml_backend_sim_bytes_copied(); // sims count what moves between devices
         for (int r = 0; r < o.runs && ok; ++r) {
             const int64_t t0 = wsp_ggml_time_us();
             ok               = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
@@ -445,6 +446,7 @@ int cmd_encode(const EncodeOptions & o) {
             best_ms          = std::min(best_ms, ms);
             total_ms += ms;
         }
+        const double moved = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / o.runs;
         if (ok) {
             std::vector<float> y((size_t) wsp_ggml_nelements(out));
             wsp_ggml_backend_tensor_get(out, y.data(), 0, y.size() * sizeof(float));
@@ -467,6 +469,10 @@ int cmd_encode(const EncodeOptions & o) {
             std::printf("time:    best %.1f ms, mean %.1f ms over %d runs, %.1f GFLOP/s, %.0f frames/s\n", best_ms,
                         total_ms / o.runs, o.runs, wsp::model::encoder_flops(cfg) / (best_ms * 1e6),
                         cfg.n_ctx / (best_ms / 1000.0));
+            if (o.n_sim > 1) {
+                std::printf("moved:   %.2f MiB between devices per evaluation, %.2f MiB per layer\n", moved / 1048576.0,
+                            moved / 1048576.0 / cfg.n_layer);
+            }
             rc = 0;
             if (o.check) {
                 const std::vector<double> ref = wsp::model::reference_encoder(weights, input);
