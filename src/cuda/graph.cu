@@ -26,7 +26,12 @@ std::vector<GraphCache::NodeKey> GraphCache::key_of(const wsp_ggml_cgraph * grap
         std::memcpy(k.nb, t->nb, sizeof(k.nb));
         k.data = t->data;
         for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
-            k.src[j] = t->src[j] ? t->src[j]->data : nullptr;
+            if (const wsp_ggml_tensor * s = t->src[j]) {
+                k.src[j].data = s->data;
+                k.src[j].type = (int) s->type;
+                std::memcpy(k.src[j].ne, s->ne, sizeof(k.src[j].ne));
+                std::memcpy(k.src[j].nb, s->nb, sizeof(k.src[j].nb));
+            }
         }
         std::memcpy(k.params, t->op_params, sizeof(k.params));
     }

@@ -2,7 +2,8 @@
 
 // Note [CUDA graphs]: with WSP_GGML_CUDA_GRAPHS=1 a backend records the launches of a graph into a
 // CUDA graph the first time it sees it and replays it whenever the same graph comes again (same
-// nodes, ops, types, shapes, strides, data addresses and params: decoder steps on a reused graph).
+// nodes, ops, types, shapes, strides, data addresses and params, and the same of every source:
+// decoder steps on a reused graph).
 // It keeps the last few graphs it recorded, so that a scheduler rotating through its pipeline
 // copies (whose addresses differ per copy, Note [copy rotation]) replays one per copy. If an op
 // cannot be captured, the backend logs once and launches directly from then on.
@@ -36,12 +37,20 @@ public:
     Result run(cudaStream_t stream, const wsp_ggml_cgraph * graph, const std::function<bool()> & launch_all);
 
 private:
+    // a source as a kernel sees it: the same address may hold another tensor later (memory
+    // reused), so its type and layout count too
+    struct SrcKey {
+        const void * data;
+        int          type;
+        int64_t      ne[4];
+        size_t       nb[4];
+    };
     struct NodeKey {
         int          op, type;
         int64_t      ne[4];
         size_t       nb[4];
         const void * data;
-        const void * src[WSP_GGML_MAX_SRC];
+        SrcKey       src[WSP_GGML_MAX_SRC];
         int32_t      params[WSP_GGML_MAX_OP_PARAMS / sizeof(int32_t)];
     };
 
