@@ -358,7 +358,10 @@ wsp_ggml_backend_reg_t make_reg(wsp_ggml_backend_reg_t reg) {
     if (gpus.size() < 2 || gpus.size() != wsp_ggml_backend_reg_dev_count(reg)) {
         return nullptr; // the split buffer type spans every device of a reg: a GPU-only reg is needed
     }
-    auto * d        = new Device; // lives until exit, like every device
+    // lives until exit, like every device, and stays reachable (not a leak to LeakSanitizer)
+    static auto & all_devices = *new std::vector<Device *>;
+    auto *        d           = new Device;
+    all_devices.push_back(d);
     d->member_reg   = reg;
     d->members      = gpus;
     d->tensor_split = split_proportions(reg);
