@@ -35,7 +35,9 @@ namespace wsp::allgpu {
 // a weight's spread copy: the shadow split tensor and the split buffer holding its other rows
 struct Shadow {
     std::unique_ptr<wsp_ggml_tensor> tensor;
-    wsp_ggml_backend_buffer_t        buffer = nullptr; // owned
+    wsp_ggml_backend_buffer_t        buffer      = nullptr; // owned
+    const void *                     weight_data = nullptr; // the weight it was made of, to tell a
+                                                            // new tensor at a reused address apart
     // the making thread's clock once its rows were copied: another thread that takes the shadow
     // (under the device's mutex, which orders them) joins it, so emulated devices' happens-before
     // checker sees that ordering too (Note [happens-before checker])

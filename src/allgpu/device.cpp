@@ -288,8 +288,13 @@ wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
     std::lock_guard<std::mutex> lock(mutex);
     auto                        it = shadows.find(w);
     if (it != shadows.end()) {
-        race::checker().acquire(race::checker().host_agent(), it->second.made);
-        return it->second.tensor.get();
+        const wsp_ggml_tensor * t = it->second.tensor.get();
+        if (it->second.weight_data == w->data && t->type == w->type && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1]) {
+            race::checker().acquire(race::checker().host_agent(), it->second.made);
+            return it->second.tensor.get();
+        }
+        wsp_ggml_backend_buffer_free(it->second.buffer); // another tensor now: made again
+        shadows.erase(it);
     }
     using split_buft_fn = wsp_ggml_backend_buffer_type_t (*)(int, const float *);
     auto make_buft      = reinterpret_cast<split_buft_fn>(
@@ -312,6 +317,7 @@ wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
         return nullptr;
     }
     wsp_ggml_backend_buffer_set_usage(s.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    s.weight_data       = w->data;
     s.made              = race::checker().release_host();
     wsp_ggml_tensor * t = s.tensor.get();
     shadows.emplace(w, std::move(s));
