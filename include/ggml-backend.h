@@ -189,6 +189,10 @@ extern "C" {
 
     // Split buffer type for tensor parallelism
     typedef wsp_ggml_backend_buffer_type_t   (*wsp_ggml_backend_split_buffer_type_t)(int main_device, const float * tensor_split);
+    // In-place sum over one backend per device ("wsp_ggml_backend_all_reduce"): afterwards every tensors[i]
+    // (of backends[i]'s device) holds the elementwise sum of all n, queued on each backend's stream; false, with
+    // nothing queued, when the reg cannot do it (the caller then sums by copies)
+    typedef bool (*wsp_ggml_backend_all_reduce_t)(wsp_ggml_backend_t * backends, struct wsp_ggml_tensor ** tensors, int n);
     // Set the number of threads for the backend
     typedef void                         (*wsp_ggml_backend_set_n_threads_t)(wsp_ggml_backend_t backend, int n_threads);
     // Get additional buffer types provided by the device (returns a NULL-terminated array)

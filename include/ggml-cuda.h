@@ -43,6 +43,17 @@ WSP_GGML_BACKEND_API void wsp_ggml_backend_cuda_unregister_host_buffer(void * bu
 
 WSP_GGML_BACKEND_API wsp_ggml_backend_reg_t wsp_ggml_backend_cuda_reg(void);
 
+// Besides the functions above, the reg's wsp_ggml_backend_reg_get_proc_address gives:
+//   "wsp_ggml_backend_split_buffer_type"      wsp_ggml_backend_split_buffer_type_t
+//   "wsp_ggml_backend_register_host_buffer"   wsp_ggml_backend_cuda_register_host_buffer
+//   "wsp_ggml_backend_unregister_host_buffer" wsp_ggml_backend_cuda_unregister_host_buffer
+//   "wsp_ggml_backend_get_features"           wsp_ggml_backend_get_features_t (ARCHS, NCCL, BLAS)
+//   "wsp_ggml_backend_all_reduce"             wsp_ggml_backend_all_reduce_t: NCCL (RCCL under HIP) over
+//       one CUDA backend per GPU, every GPU of the reg taking part; F32 contiguous tensors of one shape,
+//       each in its backend's device memory. False, with nothing queued, without NCCL, with
+//       WSP_GGML_CUDA_NCCL=0, under WSP_GGML_CUDA_VIRTUAL_DEVICES, for other tensors or a subset of the
+//       GPUs; a single backend is a sum of one (true).
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,12 +1,14 @@
 // The CUDA backend: one stream (created on first use) and its cuBLAS handle. Everything it does
 // is asynchronous on that stream: tensor transfers, copies to other CUDA backends (on the source
-// stream, the destination waiting on an event), and graph compute through the op table.
-// synchronize reports failures of the queued work.
+// stream, the destination waiting on an event), graph compute through the op table, and the
+// all-reduce over one backend per GPU (Note [NCCL all-reduce]). synchronize reports failures of
+// the queued work.
 
 #include "kernels/kernels.cuh"
 #include "nccl.cuh"
 
 #include <string>
+#include <vector>
 
 namespace wsp::cuda {
 
@@ -251,6 +253,40 @@ bool is_cuda_backend(wsp_ggml_backend_t backend) {
 
 BackendCtx & backend_ctx(wsp_ggml_backend_t backend) {
     return *static_cast<BackendCtx *>(backend->context);
+}
+
+// the tensor side of Note [NCCL all-reduce]: each an F32 contiguous tensor of one shape, in the
+// memory of its backend's GPU; the devices' side is nccl::all_reduce's
+bool all_reduce(wsp_ggml_backend_t * backends, wsp_ggml_tensor ** tensors, int n) {
+    if (backends == nullptr || tensors == nullptr || n < 1 || tensors[0] == nullptr) {
+        return false;
+    }
+    for (int i = 0; i < n; ++i) {
+        const wsp_ggml_tensor *         t   = tensors[i];
+        const wsp_ggml_backend_buffer_t buf = t ? storage_buffer(t) : nullptr;
+        if (!is_cuda_backend(backends[i]) || t == nullptr || t->type != WSP_GGML_TYPE_F32 ||
+            !wsp_ggml_is_contiguous(t) || !wsp_ggml_are_same_shape(t, tensors[0]) || !is_cuda_buffer(buf) ||
+            physical_of(buffer_device(buf)) != backend_ctx(backends[i]).physical) {
+            return false;
+        }
+    }
+    const int64_t count = wsp_ggml_nelements(tensors[0]);
+    if (n == 1 || count == 0) {
+        return true; // a sum of one tensor, or of empty ones: nothing to do
+    }
+    std::vector<int>          devices((size_t) n);
+    std::vector<float *>      bufs((size_t) n);
+    std::vector<cudaStream_t> streams((size_t) n);
+    for (int i = 0; i < n; ++i) {
+        BackendCtx & ctx    = backend_ctx(backends[i]);
+        devices[(size_t) i] = ctx.physical;
+        bufs[(size_t) i]    = static_cast<float *>(tensors[i]->data);
+        streams[(size_t) i] = ctx.stream();
+        if (streams[(size_t) i] == nullptr) {
+            return false;
+        }
+    }
+    return nccl::all_reduce(n, devices.data(), bufs.data(), (size_t) count, streams.data());
 }
 
 wsp_ggml_backend_t backend_init(int index) {

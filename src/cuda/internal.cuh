@@ -52,6 +52,9 @@ BackendCtx & backend_ctx(wsp_ggml_backend_t backend);
 wsp_ggml_backend_t             backend_init(int index);
 wsp_ggml_backend_buffer_type_t host_buffer_type();
 
+// the reg's proc "wsp_ggml_backend_all_reduce" (Note [NCCL all-reduce])
+bool all_reduce(wsp_ggml_backend_t * backends, wsp_ggml_tensor ** tensors, int n);
+
 // the device memory of a tensor (views resolve to their source)
 inline wsp_ggml_backend_buffer_t storage_buffer(const wsp_ggml_tensor * t) {
     return t->view_src ? t->view_src->buffer : t->buffer;

@@ -1,4 +1,5 @@
-// NCCL transfers between GPUs (see nccl.cuh). Without WSP_GGML_USE_NCCL no transfer prefers NCCL.
+// NCCL transfers and the all-reduce between GPUs (see nccl.cuh). Without WSP_GGML_USE_NCCL no
+// transfer prefers NCCL and no all-reduce runs.
 
 #include "device.cuh"
 #include "nccl.cuh"
@@ -47,6 +48,7 @@ size_t min_bytes() {
 class Communicator {
 public:
     bool       ready() const { return !comms_.empty(); }
+    int        size() const { return (int) comms_.size(); }
     ncclComm_t comm(int physical) const { return comms_[(size_t) physical]; }
 
     void create() {
@@ -134,6 +136,32 @@ bool copy(int a, int b, const void * src, void * dst, size_t bytes, cudaStream_t
     return sent && recv && done;
 }
 
+bool all_reduce(int n, const int * devices, float * const * bufs, size_t count, const cudaStream_t * streams) {
+    std::lock_guard<std::mutex> lock(comm_mutex()); // NCCL groups of one host thread at a time
+    Communicator &              c = communicator();
+    if (!wanted() || !c.ready() || n != c.size()) {
+        return false; // Note [NCCL all-reduce]: every rank takes part, or none
+    }
+    std::vector<bool> taking_part((size_t) n, false);
+    for (int i = 0; i < n; ++i) {
+        if (devices[i] < 0 || devices[i] >= n || taking_part[(size_t) devices[i]]) {
+            return false; // a rank twice (one GPU as two participants)
+        }
+        taking_part[(size_t) devices[i]] = true;
+    }
+    if (!WSP_NCCL_OK(ncclGroupStart(), devices[0])) {
+        return false;
+    }
+    bool queued = true;
+    for (int i = 0; i < n && queued; ++i) {
+        DeviceGuard guard(devices[i]);
+        queued = WSP_NCCL_OK(ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, c.comm(devices[i]), streams[i]),
+                             devices[i]);
+    }
+    const bool done = WSP_NCCL_OK(ncclGroupEnd(), devices[0]);
+    return queued && done;
+}
+
 #else // without NCCL every transfer is a peer copy
 
 void acquire() {}
@@ -147,6 +175,10 @@ bool preferred(int, int, size_t) {
 bool copy(int a, int, const void *, void *, size_t, cudaStream_t, cudaStream_t) {
     WSP_LOG_ERROR("NCCL: device %d asked for an NCCL copy in a build without NCCL\n", a);
     return false;
+}
+
+bool all_reduce(int, const int *, float * const *, size_t, const cudaStream_t *) {
+    return false; // Note [NCCL all-reduce]: the caller sums by peer copies
 }
 
 #endif

@@ -199,6 +199,10 @@ void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
     if (std::strcmp(name, "wsp_ggml_backend_get_features") == 0) {
         return reinterpret_cast<void *>(&features);
     }
+    if (std::strcmp(name, "wsp_ggml_backend_all_reduce") == 0) {
+        wsp_ggml_backend_all_reduce_t fn = &all_reduce; // the signature the header promises
+        return reinterpret_cast<void *>(fn);
+    }
     return nullptr;
 }
 
