@@ -4,9 +4,11 @@
 //   write-model [opts]   write a whisper.cpp model file with random weights (model/whisper_file.h)
 // The encoder runs through the scheduler on every GPU the registry has (the CPU where there is
 // none, or N sim devices with --sim N): with several devices the layers' mat-mul weights are
-// spread by rows over them with the devices' split buffer type (--mode split) or whole layers go
-// to the devices in turn (--mode layers). --check compares the result with the double-precision
-// reference.
+// spread by rows over them with the devices' split buffer type (--mode split), whole layers go
+// to the devices in turn (--mode layers), or everything goes to the registry's all-GPU device,
+// which spreads the devices' work itself (--mode all, include/ggml-all-gpu.h). One untimed
+// evaluation comes first, so that one-time copies stay out of the figures. --check compares the
+// result with the double-precision reference.
 
 #include "ggml-all-gpu.h"
 #include "ggml-alloc.h"
@@ -32,6 +34,8 @@ namespace {
 using wsp::model::EncoderConfig;
 using wsp::model::EncoderWeights;
 
+enum class Mode { Split, Layers, All };
+
 struct EncodeOptions {
     EncoderConfig      cfg;
     int                n_threads = 2;
@@ -39,8 +43,9 @@ struct EncodeOptions {
     bool               check     = false;
     std::string        device    = "auto"; // auto (every GPU, else the CPU), cpu, or a device name
     int                n_sim     = 0;      // > 0: this many sim devices instead of GPUs
-    bool               layers    = false;  // whole layers per device instead of split mat-mul weights
-    std::vector<float> tensor_split;       // proportions per device (empty: even)
+    Mode               mode      = Mode::Split;
+    std::vector<float> tensor_split;     // proportions per device (empty: even)
+    std::string        tensor_split_arg; // as given, for WSP_GGML_TENSOR_SPLIT (--mode all)
 };
 
 void usage() {
@@ -48,11 +53,18 @@ void usage() {
         "usage: wsp-ggml-cli devices\n"
         "       wsp-ggml-cli encode [--threads N] [--runs N] [--ctx N] [--state N] [--heads N] [--layers N]\n"
         "                           [--mels N] [--type f32|f16|bf16|q8_0|q5_1|q5_0|q4_1|q4_0] [--flash] [--check]\n"
-        "                           [--device auto|cpu|NAME] [--sim N] [--mode split|layers] [--tensor-split A,B,...]\n"
+        "                           [--device auto|cpu|NAME] [--sim N] [--mode split|layers|all]\n"
+        "                           [--tensor-split A,B,...]\n"
+        "  --runs N        timed evaluations (default 3), after one untimed warm-up evaluation: one-time\n"
+        "                  copies (weights spread at first use) stay out of the times and of moved:\n"
         "  --device auto   every GPU of the registry (the CPU where there is none); NAME: one device\n"
         "  --sim N         N simulated devices (CPU kernels, device memory, async streams) instead of GPUs\n"
         "  --mode split    several devices: every layer's mat-mul weights spread by rows (default)\n"
         "  --mode layers   several devices: whole layers on the devices in turn\n"
+        "  --mode all      the registry's all-GPU device (SIM_All with --sim N, N >= 2; CUDA_All, ...): the\n"
+        "                  weights whole in its buffer type, the scheduler over it and the CPU; its backend\n"
+        "                  spreads the work over its members (--device NAME picks one all-GPU device)\n"
+        "  --tensor-split  proportions per device; with --mode all, WSP_GGML_TENSOR_SPLIT for the all-GPU device\n"
         "       wsp-ggml-cli write-model --out FILE [--size tiny|base|small|medium|large]\n"
         "                           [--type f16|f32|q8_0|q5_1|q5_0|q4_1|q4_0] [--seed N] [--audio-ctx N]\n"
         "                           [--text-ctx N] [--vocab N] [--mels N] [--state N] [--heads N] [--layers N]\n"
@@ -135,16 +147,21 @@ bool parse_encode(int argc, char ** argv, EncodeOptions & o) {
         else if (a == "--sim")
             ok = next(o.n_sim);
         else if (a == "--mode") {
-            ok = i + 1 < argc && (std::strcmp(argv[i + 1], "split") == 0 || std::strcmp(argv[i + 1], "layers") == 0);
-            o.layers = ok && std::strcmp(argv[++i], "layers") == 0;
+            const std::string m = i + 1 < argc ? argv[++i] : "";
+            ok                  = m == "split" || m == "layers" || m == "all";
+            o.mode              = m == "layers" ? Mode::Layers : m == "all" ? Mode::All : Mode::Split;
         } else if (a == "--tensor-split")
-            ok = i + 1 < argc && parse_split(argv[++i], o.tensor_split);
+            ok = i + 1 < argc && parse_split(argv[++i], o.tensor_split) && (o.tensor_split_arg = argv[i], true);
         else
             ok = false;
         if (!ok) {
             std::fprintf(stderr, "invalid argument: %s\n", a.c_str());
             return false;
         }
+    }
+    if (o.mode == Mode::All && o.n_sim == 1) {
+        std::fprintf(stderr, "--mode all needs two or more devices: --sim N with N >= 2\n");
+        return false;
     }
     if (o.cfg.n_state % o.cfg.n_head != 0) {
         std::fprintf(stderr, "--state must be a multiple of --heads\n");
@@ -268,23 +285,59 @@ int cmd_devices() {
     return 0;
 }
 
+// n sim devices without delays; nullptr with a message when they cannot be made
+wsp_ggml_backend_reg_t register_sims(int n) {
+    wsp_ggml_backend_reg_t reg = wsp_ggml_backend_sim_register(n, 16384);
+    if (reg == nullptr || wsp_ggml_backend_reg_dev_count(reg) < (size_t) n) {
+        std::fprintf(stderr, "cannot create %d sim devices\n", n);
+        return nullptr;
+    }
+    for (int i = 0; i < n; ++i) {
+        wsp_ggml_backend_sim_set_delay_us(wsp_ggml_backend_reg_dev_get(reg, (size_t) i), 0);
+    }
+    return reg;
+}
+
+// --mode all: the all-GPU device over the sims (when sims is not NULL) or over a GPU registry
+// (the one named by --device, else the first); nullptr with a message where there is none
+wsp_ggml_backend_dev_t pick_all_gpu(const EncodeOptions & o, wsp_ggml_backend_reg_t sims) {
+    for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
+        wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_get(i);
+        if (!wsp_ggml_backend_dev_is_all_gpu(dev)) {
+            continue;
+        }
+        const wsp_ggml_backend_reg_t members =
+            wsp_ggml_backend_dev_backend_reg(wsp_ggml_backend_all_gpu_member(dev, 0));
+        const bool named = o.device == "auto" || o.device == wsp_ggml_backend_dev_name(dev);
+        if (named && (sims == nullptr || members == sims)) {
+            return dev;
+        }
+    }
+    std::fprintf(stderr, "no all-GPU device%s%s: it needs a registry of two or more GPUs (or --sim N, N >= 2)\n",
+                 o.device == "auto" ? "" : " named ", o.device == "auto" ? "" : o.device.c_str());
+    return nullptr;
+}
+
 // The devices the encoder runs on, in order; empty with a message when the choice is invalid.
 std::vector<wsp_ggml_backend_dev_t> pick_devices(const EncodeOptions & o) {
     std::vector<wsp_ggml_backend_dev_t> devs;
-    if (o.n_sim > 0) {
-        wsp_ggml_backend_reg_t reg = wsp_ggml_backend_sim_register(o.n_sim, 16384);
-        if (reg == nullptr || wsp_ggml_backend_reg_dev_count(reg) < (size_t) o.n_sim) {
-            std::fprintf(stderr, "cannot create %d sim devices\n", o.n_sim);
-            return {};
-        }
+    wsp_ggml_backend_reg_t              sims = nullptr;
+    if (o.n_sim > 0 && (sims = register_sims(o.n_sim)) == nullptr) {
+        return {};
+    }
+    if (sims == nullptr) {
+        wsp_ggml_backend_load_all();
+    }
+    if (o.mode == Mode::All) {
+        wsp_ggml_backend_dev_t all = pick_all_gpu(o, sims);
+        return all != nullptr ? std::vector<wsp_ggml_backend_dev_t>{ all } : devs;
+    }
+    if (sims != nullptr) {
         for (int i = 0; i < o.n_sim; ++i) {
-            wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(reg, (size_t) i);
-            wsp_ggml_backend_sim_set_delay_us(dev, 0);
-            devs.push_back(dev);
+            devs.push_back(wsp_ggml_backend_reg_dev_get(sims, (size_t) i));
         }
         return devs;
     }
-    wsp_ggml_backend_load_all();
     for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
         wsp_ggml_backend_dev_t dev  = wsp_ggml_backend_dev_get(i);
         const bool             gpu  = wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
@@ -342,27 +395,22 @@ double weights_mib(const EncoderWeights & w) {
     return s / 1048576.0;
 }
 
-int cmd_encode(const EncodeOptions & o) {
-    const EncoderConfig &                     cfg  = o.cfg;
-    const std::vector<wsp_ggml_backend_dev_t> devs = pick_devices(o);
-    if (devs.empty()) {
-        return 1;
-    }
-    if (!o.tensor_split.empty() && o.tensor_split.size() != devs.size()) {
-        std::fprintf(stderr, "--tensor-split has %zu parts for %zu devices\n", o.tensor_split.size(), devs.size());
-        return 1;
-    }
-    // one backend per device, then the CPU (last: it takes what the devices do not support)
+// one backend per device, then the CPU (last: it takes what the devices do not support); empty
+// with a message when one cannot start
+std::vector<wsp_ggml_backend_t> start_backends(const std::vector<wsp_ggml_backend_dev_t> & devs, int n_threads) {
     std::vector<wsp_ggml_backend_t> backends;
-    wsp_ggml_backend_t              cpu = nullptr;
+    wsp_ggml_backend_t              cpu  = nullptr;
+    auto                            fail = [&](const char * what) {
+        std::fprintf(stderr, "%s\n", what);
+        for (wsp_ggml_backend_t x : backends) {
+            wsp_ggml_backend_free(x);
+        }
+        return std::vector<wsp_ggml_backend_t>{};
+    };
     for (wsp_ggml_backend_dev_t dev : devs) {
         wsp_ggml_backend_t b = wsp_ggml_backend_dev_init(dev, nullptr);
         if (b == nullptr) {
-            std::fprintf(stderr, "cannot start a backend on %s\n", wsp_ggml_backend_dev_name(dev));
-            for (wsp_ggml_backend_t x : backends) {
-                wsp_ggml_backend_free(x);
-            }
-            return 1;
+            return fail((std::string("cannot start a backend on ") + wsp_ggml_backend_dev_name(dev)).c_str());
         }
         backends.push_back(b);
         cpu = wsp_ggml_backend_is_cpu(b) ? b : cpu;
@@ -370,35 +418,27 @@ int cmd_encode(const EncodeOptions & o) {
     if (cpu == nullptr) {
         cpu = wsp_ggml_backend_init_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
         if (cpu == nullptr) {
-            std::fprintf(stderr, "no CPU backend\n");
-            for (wsp_ggml_backend_t x : backends) {
-                wsp_ggml_backend_free(x);
-            }
-            return 1;
+            return fail("no CPU backend");
         }
         backends.push_back(cpu);
     }
-    wsp_ggml_backend_cpu_set_n_threads(cpu, o.n_threads);
-    auto free_backends = [&] {
-        for (wsp_ggml_backend_t x : backends) {
-            wsp_ggml_backend_free(x);
-        }
-    };
+    wsp_ggml_backend_cpu_set_n_threads(cpu, n_threads);
+    return backends;
+}
 
-    std::printf("encoder: %s\n", cfg.describe().c_str());
-    for (size_t d = 0; d < devs.size(); ++d) {
-        std::printf("device:  %s (%s)\n", wsp_ggml_backend_dev_name(devs[d]),
-                    wsp_ggml_backend_dev_description(devs[d]));
-    }
-    std::printf("cpu:     %d threads%s\n", o.n_threads,
-                wsp_ggml_backend_is_cpu(backends[0]) ? "" : " (for ops the devices do not support)");
-
-    // weights: front end and final norm on the first device; layers split or in turn
-    EncoderWeights                              weights(cfg);
+// the weights placed by the mode (front end and final norm on the first device; the layers split,
+// in turn, or whole on the one device); false with a message
+bool place_weights(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs, EncoderWeights & w) {
     std::vector<wsp_ggml_backend_buffer_type_t> layer_bufts;
     wsp_ggml_backend_buffer_type_t              matmul_buft = nullptr;
     const size_t                                n_dev       = devs.size();
-    if (n_dev > 1 && o.layers) {
+    if (o.mode == Mode::All) {
+        // whole, in buffers of the main member flagged WEIGHTS (allocate() does): the all-GPU
+        // backend spreads each mat-mul weight's rows over the members when it first meets it
+        std::printf("weights: whole in %s's buffer type (memory of %s), spread by its backend at first use\n",
+                    wsp_ggml_backend_dev_name(devs[0]),
+                    wsp_ggml_backend_dev_name(wsp_ggml_backend_all_gpu_member(devs[0], 0)));
+    } else if (n_dev > 1 && o.mode == Mode::Layers) {
         for (size_t d = 0; d < n_dev; ++d) {
             layer_bufts.push_back(wsp_ggml_backend_dev_buffer_type(devs[d]));
         }
@@ -406,14 +446,157 @@ int cmd_encode(const EncodeOptions & o) {
     } else if (n_dev > 1) {
         matmul_buft = split_buffer_type(devs, o.tensor_split);
         if (matmul_buft == nullptr) {
-            free_backends();
-            return 1;
+            return false;
         }
         std::printf("weights: every layer's mat-mul weights split by rows over %zu devices (%s)\n", n_dev,
                     wsp_ggml_backend_buft_name(matmul_buft));
     }
-    if (!weights.allocate(wsp_ggml_backend_dev_buffer_type(devs[0]), layer_bufts, matmul_buft)) {
+    if (!w.allocate(wsp_ggml_backend_dev_buffer_type(devs[0]), layer_bufts, matmul_buft)) {
         std::fprintf(stderr, "cannot allocate the weights\n");
+        return false;
+    }
+    return true;
+}
+
+struct Timing {
+    bool   ok      = false;
+    double best_ms = 1e30, total_ms = 0.0;
+    double moved = 0.0; // bytes to, from and between sim devices per timed evaluation
+};
+
+// one untimed warm-up evaluation (one-time copies: weights spread at first use), then the timed runs
+Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int runs) {
+    Timing t;
+    t.ok                = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
+    const size_t copied = wsp_ggml_backend_sim_bytes_copied(); // sims count what moves between devices
+    for (int r = 0; r < runs && t.ok; ++r) {
+        const int64_t t0 = wsp_ggml_time_us();
+        t.ok             = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
+        const double ms  = (wsp_ggml_time_us() - t0) / 1000.0;
+        t.best_ms        = std::min(t.best_ms, ms);
+        t.total_ms += ms;
+    }
+    t.moved = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / runs;
+    return t;
+}
+
+// what moved between the sims, and for --mode all what each member holds and the bound of tensor
+// parallelism: two all-reduces of the [n_ctx, n_state] f32 activations per layer, a ring moving
+// 2(N-1)/N of each per device
+void print_moved(const EncodeOptions & o, wsp_ggml_backend_dev_t dev0, double moved) {
+    const EncoderConfig & cfg = o.cfg;
+    const double          mib = 1048576.0;
+    if (o.n_sim > 1) {
+        std::printf("moved:   %.2f MiB between devices per evaluation, %.2f MiB per layer\n", moved / mib,
+                    moved / mib / cfg.n_layer);
+    }
+    if (o.mode != Mode::All) {
+        return;
+    }
+    const size_t n = wsp_ggml_backend_all_gpu_member_count(dev0);
+    if (o.n_sim > 1) {
+        const double bound = 2.0 * 2.0 * (double) (n - 1) / (double) n * cfg.n_ctx * cfg.n_state * 4.0;
+        std::printf("moved:   %.2f MiB per device per layer (total / %zu); bound per device per layer: %.2f MiB\n",
+                    moved / mib / cfg.n_layer / (double) n, n, bound / mib);
+    }
+    std::printf("weights: by member");
+    for (size_t i = 0; i < n; ++i) {
+        std::printf("%s %s %.2f MiB", i == 0 ? "" : ",",
+                    wsp_ggml_backend_dev_name(wsp_ggml_backend_all_gpu_member(dev0, i)),
+                    wsp_ggml_backend_all_gpu_weight_bytes(dev0, i) / mib);
+    }
+    std::printf("\n");
+}
+
+// NMSE of the result against the double-precision reference: 0 when it holds, 2 when not
+int check_result(const EncoderWeights & w, const std::vector<float> & input, const std::vector<float> & y) {
+    const std::vector<double> ref = wsp::model::reference_encoder(w, input);
+    double                    err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        err += (y[i] - ref[i]) * (y[i] - ref[i]);
+        norm += ref[i] * ref[i];
+    }
+    const double nmse = err / norm;
+    std::printf("check:   NMSE vs double reference %.3e (%s)\n", nmse, nmse < 1e-6 ? "ok" : "FAILED");
+    return nmse < 1e-6 ? 0 : 2;
+}
+
+// runs the allocated graph and reports; 0, 1 (compute failed) or 2 (check failed)
+int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggml_backend_sched_t sched,
+                const std::vector<wsp_ggml_backend_t> & backends, wsp_ggml_cgraph * graph, wsp_ggml_tensor * mel,
+                wsp_ggml_backend_dev_t dev0) {
+    const EncoderConfig &    cfg   = o.cfg;
+    const std::vector<float> input = wsp::model::random_mel(cfg, 42);
+    wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
+    wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
+    const Timing      t   = evaluate(sched, graph, o.runs);
+    if (!t.ok) {
+        std::fprintf(stderr, "compute failed\n");
+        return 1;
+    }
+    std::vector<float> y((size_t) wsp_ggml_nelements(out));
+    wsp_ggml_backend_tensor_get(out, y.data(), 0, y.size() * sizeof(float));
+    double mean = 0.0, sq = 0.0;
+    for (float v : y) {
+        mean += v;
+        sq += (double) v * v;
+    }
+    mean /= (double) y.size();
+    const double sd         = std::sqrt(std::max(0.0, sq / (double) y.size() - mean * mean));
+    double       compute_mb = 0.0;
+    for (wsp_ggml_backend_t b : backends) {
+        compute_mb += wsp_ggml_backend_sched_get_buffer_size(sched, b) / 1048576.0;
+    }
+    std::printf("graph:   %d nodes in %d splits, %d copies, compute buffers %.1f MiB, weights %.1f MiB\n",
+                wsp_ggml_graph_n_nodes(graph), wsp_ggml_backend_sched_get_n_splits(sched),
+                wsp_ggml_backend_sched_get_n_copies(sched), compute_mb, weights_mib(weights));
+    std::printf("result:  [%lld, %lld] mean %.6f std %.6f first %.6f %.6f %.6f %.6f\n", (long long) out->ne[0],
+                (long long) out->ne[1], mean, sd, y[0], y[1], y[2], y[3]);
+    std::printf("time:    best %.1f ms, mean %.1f ms over %d runs after 1 warm-up, %.1f GFLOP/s, %.0f frames/s\n",
+                t.best_ms, t.total_ms / o.runs, o.runs, wsp::model::encoder_flops(cfg) / (t.best_ms * 1e6),
+                cfg.n_ctx / (t.best_ms / 1000.0));
+    print_moved(o, dev0, t.moved);
+    return o.check ? check_result(weights, input, y) : 0;
+}
+
+int cmd_encode(const EncodeOptions & o) {
+    // the all-GPU device reads its proportions when its registry is registered (pick_devices)
+    if (o.mode == Mode::All && !o.tensor_split_arg.empty()) {
+        setenv("WSP_GGML_TENSOR_SPLIT", o.tensor_split_arg.c_str(), 1);
+    }
+    const EncoderConfig &                     cfg  = o.cfg;
+    const std::vector<wsp_ggml_backend_dev_t> devs = pick_devices(o);
+    if (devs.empty()) {
+        return 1;
+    }
+    const size_t n_parts = o.mode == Mode::All ? wsp_ggml_backend_all_gpu_member_count(devs[0]) : devs.size();
+    if (!o.tensor_split.empty() && o.tensor_split.size() != n_parts) {
+        std::fprintf(stderr, "--tensor-split has %zu parts for %zu devices\n", o.tensor_split.size(), n_parts);
+        return 1;
+    }
+    std::vector<wsp_ggml_backend_t> backends = start_backends(devs, o.n_threads);
+    if (backends.empty()) {
+        return 1;
+    }
+    auto free_backends = [&] {
+        for (wsp_ggml_backend_t x : backends) {
+            wsp_ggml_backend_free(x);
+        }
+    };
+
+    std::printf("encoder: %s\n", cfg.describe().c_str());
+    for (wsp_ggml_backend_dev_t dev : devs) {
+        std::printf("device:  %s (%s)\n", wsp_ggml_backend_dev_name(dev), wsp_ggml_backend_dev_description(dev));
+    }
+    for (size_t i = 0; i < wsp_ggml_backend_all_gpu_member_count(devs[0]); ++i) {
+        wsp_ggml_backend_dev_t m = wsp_ggml_backend_all_gpu_member(devs[0], i);
+        std::printf("member:  %s (%s)\n", wsp_ggml_backend_dev_name(m), wsp_ggml_backend_dev_description(m));
+    }
+    std::printf("cpu:     %d threads%s\n", o.n_threads,
+                wsp_ggml_backend_is_cpu(backends[0]) ? "" : " (for ops the devices do not support)");
+
+    EncoderWeights weights(cfg);
+    if (!place_weights(o, devs, weights)) {
         free_backends();
         return 1;
     }
@@ -426,68 +609,13 @@ int cmd_encode(const EncodeOptions & o) {
     wsp_ggml_context *       ctx       = wsp_ggml_init(params);
     wsp_ggml_tensor *        mel       = nullptr;
     wsp_ggml_cgraph *        graph     = wsp::model::build_encoder_graph(weights, ctx, &mel);
-    wsp_ggml_backend_sched_t sched     = wsp_ggml_backend_sched_new(backends.data(), nullptr, (int) backends.size(),
-                                                                    wsp::model::encoder_graph_size(cfg), n_dev > 1, true);
-    int                      rc        = 1;
+    wsp_ggml_backend_sched_t sched     = wsp_ggml_backend_sched_new(
+            backends.data(), nullptr, (int) backends.size(), wsp::model::encoder_graph_size(cfg), devs.size() > 1, true);
+    int rc = 1;
     if (sched == nullptr || !wsp_ggml_backend_sched_alloc_graph(sched, graph)) {
         std::fprintf(stderr, "cannot allocate the compute graph\n");
     } else {
-        const std::vector<float> input = wsp::model::random_mel(cfg, 42);
-        wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
-        wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
-
-        double       best_ms = 1e30, total_ms = 0.0;
-        bool         ok     = true;
-        const size_t copied = wsp_ggml_backend_sim_bytes_copied(); // sims count what moves between devices
-        for (int r = 0; r < o.runs && ok; ++r) {
-            const int64_t t0 = wsp_ggml_time_us();
-            ok               = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
-            const double ms  = (wsp_ggml_time_us() - t0) / 1000.0;
-            best_ms          = std::min(best_ms, ms);
-            total_ms += ms;
-        }
-        const double moved = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / o.runs;
-        if (ok) {
-            std::vector<float> y((size_t) wsp_ggml_nelements(out));
-            wsp_ggml_backend_tensor_get(out, y.data(), 0, y.size() * sizeof(float));
-            double mean = 0.0, sq = 0.0;
-            for (float v : y) {
-                mean += v;
-                sq += (double) v * v;
-            }
-            mean /= (double) y.size();
-            const double sd         = std::sqrt(std::max(0.0, sq / (double) y.size() - mean * mean));
-            double       compute_mb = 0.0;
-            for (wsp_ggml_backend_t b : backends) {
-                compute_mb += wsp_ggml_backend_sched_get_buffer_size(sched, b) / 1048576.0;
-            }
-            std::printf("graph:   %d nodes in %d splits, %d copies, compute buffers %.1f MiB, weights %.1f MiB\n",
-                        wsp_ggml_graph_n_nodes(graph), wsp_ggml_backend_sched_get_n_splits(sched),
-                        wsp_ggml_backend_sched_get_n_copies(sched), compute_mb, weights_mib(weights));
-            std::printf("result:  [%lld, %lld] mean %.6f std %.6f first %.6f %.6f %.6f %.6f\n", (long long) out->ne[0],
-                        (long long) out->ne[1], mean, sd, y[0], y[1], y[2], y[3]);
-            std::printf("time:    best %.1f ms, mean %.1f ms over %d runs, %.1f GFLOP/s, %.0f frames/s\n", best_ms,
-                        total_ms / o.runs, o.runs, wsp::model::encoder_flops(cfg) / (best_ms * 1e6),
-                        cfg.n_ctx / (best_ms / 1000.0));
-            if (o.n_sim > 1) {
-                std::printf("moved:   %.2f MiB between devices per evaluation, %.2f MiB per layer\n", moved / 1048576.0,
-                            moved / 1048576.0 / cfg.n_layer);
-            }
-            rc = 0;
-            if (o.check) {
-                const std::vector<double> ref = wsp::model::reference_encoder(weights, input);
-                double                    err = 0.0, norm = 0.0;
-                for (size_t i = 0; i < y.size(); ++i) {
-                    err += (y[i] - ref[i]) * (y[i] - ref[i]);
-                    norm += ref[i] * ref[i];
-                }
-                const double nmse = err / norm;
-                std::printf("check:   NMSE vs double reference %.3e (%s)\n", nmse, nmse < 1e-6 ? "ok" : "FAILED");
-                rc = nmse < 1e-6 ? 0 : 2;
-            }
-        } else {
-            std::fprintf(stderr, "compute failed\n");
-        }
+        rc = run_encoder(o, weights, sched, backends, graph, mel, devs[0]);
     }
     wsp_ggml_backend_sched_free(sched);
     wsp_ggml_free(ctx);

@@ -2,10 +2,12 @@
 // with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one context over
 // the all-GPU device; one JSON line per file, optional .srt files, a progress bar and a summary.
 // A file that cannot be read or transcribed is reported and skipped; the exit status is 0 when
-// every file is transcribed, 1 when some failed, 2 on bad arguments.
+// every file is transcribed, 1 when some failed, 2 on bad arguments. On sims the summary also
+// gives the bytes moved to, from and between the devices per file.
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
+#include "ggml-sim.h"
 #include "wav.h"
 #include "whisper.h"
 
@@ -30,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -76,6 +79,7 @@ struct FileResult {
     double                     wall_s  = 0.0;
     std::string                device;
     std::string                error;
+    size_t                     moved = 0; // bytes to, from and between sim devices while it ran
 };
 
 // ---- output -------------------------------------------------------------------------------------
@@ -151,7 +155,17 @@ public:
         return ctx_ != nullptr;
     }
 
+    // one file; the sims' copy counter says what moved meanwhile (one context per process runs at
+    // a time, so the whole delta is this file's)
     FileResult run(const std::string & path) {
+        const size_t copied = wsp_ggml_backend_sim_bytes_copied();
+        FileResult   r      = transcribe(path);
+        r.moved             = wsp_ggml_backend_sim_bytes_copied() - copied;
+        return r;
+    }
+
+private:
+    FileResult transcribe(const std::string & path) {
         const auto t0 = Clock::now();
         FileResult r;
         r.file   = path;
@@ -181,7 +195,6 @@ public:
         return r;
     }
 
-private:
     whisper_full_params full_params() const {
         whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
         p.n_threads           = o_.threads;
@@ -243,6 +256,15 @@ std::vector<wsp_ggml_backend_dev_t> gpu_devices() {
         }
     }
     return out;
+}
+
+// a sim, or an all-GPU device over sims: what the sims' copy counter sees
+bool on_sims(wsp_ggml_backend_dev_t dev) {
+    if (wsp_ggml_backend_dev_is_all_gpu(dev)) {
+        dev = wsp_ggml_backend_all_gpu_member(dev, 0);
+    }
+    return dev != nullptr && wsp_ggml_backend_sim_reg() != nullptr &&
+           wsp_ggml_backend_dev_backend_reg(dev) == wsp_ggml_backend_sim_reg();
 }
 
 std::vector<wsp_ggml_backend_dev_t> single_gpu_devices() {
@@ -403,11 +425,11 @@ private:
     FILE *      from_ = nullptr;
 };
 
-// The worker's result line: "<ok> <audio_s> <wall_s>\t<error>\t<json line>", read back by the
-// parent (the error without tabs or newlines; the JSON line has neither).
+// The worker's result line: "<ok> <audio_s> <wall_s> <moved>\t<error>\t<json line>", read back
+// by the parent (the error without tabs or newlines; the JSON line has neither).
 std::string encode_result(const FileResult & r) {
-    char head[96];
-    std::snprintf(head, sizeof head, "%d %.6f %.6f\t", r.ok ? 1 : 0, r.audio_s, r.wall_s);
+    char head[128];
+    std::snprintf(head, sizeof head, "%d %.6f %.6f %zu\t", r.ok ? 1 : 0, r.audio_s, r.wall_s, r.moved);
     std::string error = r.error;
     std::replace_if(
         error.begin(), error.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
@@ -418,7 +440,8 @@ bool decode_result(const std::string & line, FileResult & r, std::string & json)
     const size_t tab1 = line.find('\t');
     const size_t tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
     int          ok   = 0;
-    if (tab2 == std::string::npos || std::sscanf(line.c_str(), "%d %lf %lf", &ok, &r.audio_s, &r.wall_s) != 3) {
+    if (tab2 == std::string::npos ||
+        std::sscanf(line.c_str(), "%d %lf %lf %zu", &ok, &r.audio_s, &r.wall_s, &r.moved) != 4) {
         return false;
     }
     r.ok    = ok != 0;
@@ -429,10 +452,12 @@ bool decode_result(const std::string & line, FileResult & r, std::string & json)
 
 // ---- the batch --------------------------------------------------------------------------------
 
-// Collects results from every context: JSON output, stderr reports, progress, per-device load.
+// Collects results from every context: JSON output, stderr reports, progress, per-device load and,
+// for the sim devices named, the bytes moved.
 class Batch {
 public:
-    Batch(size_t total, FILE * json, bool progress) : total_(total), json_(json), progress_(progress) {}
+    Batch(size_t total, FILE * json, bool progress, std::set<std::string> sims)
+        : total_(total), json_(json), progress_(progress), sims_(std::move(sims)) {}
 
     void add(const FileResult & r, const std::string & json) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -453,6 +478,10 @@ public:
         Load & l = load_[r.device];
         l.files += 1;
         l.audio_s += r.audio_s;
+        l.moved += r.moved;
+        if (r.ok && l.ok++ == 0) {
+            l.first_moved = r.moved;
+        }
         if (progress_) {
             draw();
         }
@@ -464,9 +493,29 @@ public:
         }
         std::fprintf(out, "summary: %zu files ok, %zu failed, %.2f s of audio in %.2f s wall, %.2f audio s/s (%s)\n",
                      ok_, failed_, audio_s_, wall_s, wall_s > 0 ? audio_s_ / wall_s : 0.0, placement.c_str());
+        size_t moved = 0, first = 0, n_first = 0;
         for (const auto & [device, l] : load_) {
-            std::fprintf(out, "  %-12s %4zu files %9.2f s of audio\n", device.c_str(), l.files, l.audio_s);
+            std::fprintf(out, "  %-12s %4zu files %9.2f s of audio", device.c_str(), l.files, l.audio_s);
+            if (sims_.count(device) != 0) {
+                std::fprintf(out, " %9.2f MiB moved", l.moved / 1048576.0);
+                moved += l.moved;
+                first += l.first_moved;
+                n_first += l.ok > 0 ? 1 : 0;
+            }
+            std::fprintf(out, "\n");
         }
+        if (sims_.empty()) {
+            return;
+        }
+        // a context's first file also carries its one-time copies (the all-GPU device spreads the
+        // weights then), so it is told apart from the files after it
+        const double mib = 1048576.0;
+        std::fprintf(out, "moved: %.2f MiB to, from and between the sim devices: %.2f MiB per context's first file",
+                     moved / mib, n_first ? first / mib / double(n_first) : 0.0);
+        if (ok_ > n_first) {
+            std::fprintf(out, ", %.2f MiB per later file", (moved - first) / mib / double(ok_ - n_first));
+        }
+        std::fprintf(out, "\n");
     }
 
     size_t failed() const { return failed_; }
@@ -475,6 +524,7 @@ private:
     struct Load {
         size_t files   = 0;
         double audio_s = 0.0;
+        size_t ok = 0, moved = 0, first_moved = 0; // the sims' bytes, in all and in the first ok file
     };
 
     void draw() const {
@@ -490,6 +540,7 @@ private:
     double                      audio_s_ = 0.0;
     FILE *                      json_;
     bool                        progress_;
+    std::set<std::string>       sims_; // the devices whose moved bytes are reported
     Clock::time_point           t0_ = Clock::now();
     std::map<std::string, Load> load_;
 };
@@ -705,8 +756,19 @@ int batch_main(Options & o) {
         std::fprintf(stderr, "whisper_transcribe: --per-device needs a GPU device\n");
         return 2;
     }
+    // the devices (as the results name them) that are sims or span sims
+    std::set<std::string> sims;
+    if (o.placement == Placement::PerDevice) {
+        for (auto * dev : singles) {
+            if (on_sims(dev)) {
+                sims.insert(wsp_ggml_backend_dev_name(dev));
+            }
+        }
+    } else if (o.placement == Placement::AllGpus && on_sims(gpus[0])) {
+        sims.insert(wsp_ggml_backend_dev_name(gpus[0]));
+    }
     const bool  progress = o.progress || isatty(2);
-    Batch       batch(files.size(), json, progress);
+    Batch       batch(files.size(), json, progress, sims);
     const auto  t0 = Clock::now();
     std::string placement, weights;
     if (o.placement == Placement::PerDevice) {

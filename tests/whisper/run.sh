@@ -3,8 +3,10 @@
 # package, run by whisper_check (examples/whisper) on the CPU and on the device configuration.
 #   run.sh build BUILD_DIR WORK WHISPER_DIR   the WhisperClient.Build fixture: installs BUILD_DIR into
 #                                             WORK/prefix, builds examples/whisper against it (with
-#                                             the sources of WHISPER_DIR), writes the model, speaks the clip
-#   run.sh check WORK WHISPER_DIR ARGS...     one configuration: whisper_check on them with ARGS
+#                                             the sources of WHISPER_DIR), writes the models, speaks the clip
+#   run.sh check WORK WHISPER_DIR ARGS...     one configuration: whisper_check on them with ARGS; in ARGS,
+#                                             --model-file NAME takes WORK/NAME instead of the 6-head
+#                                             model-tiny-f16.bin (model-tiny-h8-f16.bin: 8 heads)
 #   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
 #                                             placement): three spoken clips and a file that is no WAV
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -67,6 +69,9 @@ build() {
     # tiny dimensions, 200 encoder positions (4 s of audio, padded to 256 for flash attention)
     step "$work/model.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-f16.bin" \
         --size tiny --type f16 --seed 1 --audio-ctx 200
+    # the same with 8 heads (of 48), which 3 devices do not divide: heads split across devices
+    step "$work/model-h8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-h8-f16.bin" \
+        --size tiny --type f16 --seed 1 --audio-ctx 200 --heads 8
     step "$work/espeak.log" espeak-ng -w "$work/clip.wav" "The quick brown fox jumps over the lazy dog."
     # the batch: three clips and one unreadable file
     rm -rf "$work/batch"
@@ -83,9 +88,20 @@ check() {
     shift 2
     need_sources "$whisper_dir"
     [ -x "$work/build/whisper_check" ] || { echo "FAILED: $work/build/whisper_check missing (WhisperClient.Build)"; exit 1; }
+    local model=model-tiny-f16.bin args=()
+    while [ $# -gt 0 ]; do
+        if [ "$1" = --model-file ] && [ $# -ge 2 ]; then
+            model=$2
+            shift 2
+        else
+            args+=("$1")
+            shift
+        fi
+    done
+    [ -f "$work/$model" ] || { echo "FAILED: $work/$model missing (WhisperClient.Build writes it)"; exit 1; }
     local t0=$SECONDS rc=0
-    "$work/build/whisper_check" --model "$work/model-tiny-f16.bin" --wav "$work/clip.wav" "$@" || rc=$?
-    echo "whisper_check $*: $((SECONDS - t0)) s"
+    "$work/build/whisper_check" --model "$work/$model" --wav "$work/clip.wav" "${args[@]}" || rc=$?
+    echo "whisper_check --model $model ${args[*]}: $((SECONDS - t0)) s"
     exit $rc
 }
 
