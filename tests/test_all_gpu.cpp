@@ -178,7 +178,10 @@ TEST(AllGpuCompute, TwoBackendsAtOnceShareTheWeights) {
     wsp_ggml_backend_free(cpu);
 }
 
+// the row split, which serves graphs tensor parallelism does not fit (test_all_gpu_tp.cpp has
+// the shares of the Megatron-style split)
 TEST(AllGpuCompute, TensorSplitSetsTheSharesAndFreedWeightsLeaveNothing) {
+    ::setenv("WSP_GGML_ALL_GPU_TP", "0", 1);
     ::setenv("WSP_GGML_TENSOR_SPLIT", "3,1", 1);
     ASSERT_NE(wsp_ggml_backend_sim_register(2, 256), nullptr);
     ::unsetenv("WSP_GGML_TENSOR_SPLIT");

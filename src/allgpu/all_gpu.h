@@ -23,10 +23,14 @@
 
 #include "../core/log.h"
 #include "../race/race.h"
+#include "tp.h"
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +48,28 @@ struct Shadow {
     race::VectorClock made;
 };
 
+// a weight's piece on one member for tensor parallelism (Note [tensor parallelism] in tp.h):
+// the whole weight, some of its rows or some of its columns, copied once into the member's memory
+enum class PieceKind { WHOLE, ROWS, COLUMNS };
+
+struct Piece {
+    wsp_ggml_context *        ctx           = nullptr; // owned: holds tensor
+    wsp_ggml_backend_buffer_t buffer        = nullptr; // owned
+    wsp_ggml_tensor *         tensor        = nullptr;
+    const void *              weight_data   = nullptr; // as Shadow::weight_data
+    wsp_ggml_backend_buffer_t weight_buffer = nullptr; // where the weight lives (forget_buffer)
+    int                       member        = 0;
+    race::VectorClock         made; // as Shadow::made
+};
+
+// a cache kept sharded (Note [sharded caches] in tp.h): member m's part of every block
+struct ShardedCache {
+    tp::Layout                layout;           // origin -1: kept from the graph that made it
+    std::vector<Piece>        pieces;           // per member, 1-D
+    const void *              data   = nullptr; // the root's memory when sharded
+    wsp_ggml_backend_buffer_t buffer = nullptr; // the root's buffer (forget_buffer)
+};
+
 struct Device {
     wsp_ggml_backend_reg_t              member_reg = nullptr;
     std::vector<wsp_ggml_backend_dev_t> members;      // main first
@@ -54,16 +80,37 @@ struct Device {
     wsp_ggml_backend_buffer_type        buft{};
 
     // the weights' shadows, guarded by mutex
-    std::mutex                                          mutex;
-    std::unordered_map<const wsp_ggml_tensor *, Shadow> shadows;
+    std::recursive_mutex mutex; // recursive: a weight read while it is held may look at caches
+    std::unordered_map<const wsp_ggml_tensor *, Shadow>                                    shadows;
+    std::map<std::tuple<const wsp_ggml_tensor *, int, PieceKind, int64_t, int64_t>, Piece> pieces;
+    std::set<std::string>                                     said; // what the log was told once
+    std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
 
     wsp_ggml_backend_dev_t main() const { return members[0]; }
 
     // the shadow of weight w, made on first use; NULL (logged) when it cannot be made
     wsp_ggml_tensor * shadow_of(const wsp_ggml_tensor * w);
-    // w (or every tensor of buffer b) changed: its shadow goes
+    // weight w's piece on member m (kind, and the rows or columns [begin, end)), made on first use;
+    // NULL (logged) when it cannot be made
+    wsp_ggml_tensor * piece_of(const wsp_ggml_tensor * w, int m, PieceKind kind, int64_t begin, int64_t end);
+    // b is a buffer of this device's buffer type
+    bool owns(wsp_ggml_backend_buffer_t b);
+    // the layout root r is sharded with, NULL if it is not
+    const tp::Layout * cache_layout(const wsp_ggml_tensor * r);
+    // member m's part of sharded root r
+    wsp_ggml_tensor * cache_piece(const wsp_ggml_tensor * r, int m);
+    // shards r by L from the main member's copy (synchronously); false, logged, on failure
+    bool shard(const wsp_ggml_tensor * r, const tp::Layout & L);
+    // the main member's copy of r (if sharded) made whole again from the parts (the members'
+    // queued work must be done); drop: the parts go too
+    void unshard(const wsp_ggml_tensor * r, bool drop);
+    // logs msg at info level the first time it comes
+    void say_once(const std::string & msg);
+    // w (or every tensor of buffer b) changed: its shadow and pieces go
     void forget(const wsp_ggml_tensor * w);
-    void forget_buffer(wsp_ggml_backend_buffer_t b);
+    void forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches = true);
+    // buffer b is cleared to v: so are the parts of the caches sharded from it
+    void clear_caches(wsp_ggml_backend_buffer_t b, uint8_t v);
 };
 
 // the all-GPU reg over reg's GPU devices, NULL where it has fewer than two (or is one itself)

@@ -2,11 +2,14 @@
 // the members, each spreadable mat-mul weight replaced by its shadow while the graph runs.
 
 #include "all_gpu.h"
+#include "tp.h"
 
 #include "ggml-cpu.h"
 
 #include "../core/impl.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace wsp::allgpu {
@@ -24,8 +27,10 @@ struct BackendCtx {
     std::vector<wsp_ggml_backend_t> members; // main first
     wsp_ggml_backend_t              cpu   = nullptr;
     wsp_ggml_backend_sched_t        sched = nullptr;
+    std::unique_ptr<tp::Runner>     runner; // tensor parallelism (Note [tensor parallelism])
 
     ~BackendCtx() {
+        runner.reset();
         wsp_ggml_backend_sched_free(sched);
         for (wsp_ggml_backend_t b : members) {
             wsp_ggml_backend_free(b);
@@ -82,9 +87,65 @@ wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
     return status;
 }
 
-// the graph over every member: spreadable weights read through their shadows while it runs
+// WSP_GGML_ALL_GPU_TP=0 turns tensor parallelism off (the row split for every graph)
+bool tp_enabled() {
+    static const bool on = [] {
+        const char * env = std::getenv("WSP_GGML_ALL_GPU_TP");
+        return env == nullptr || std::strcmp(env, "0") != 0;
+    }();
+    return on;
+}
+
+// runs the graph Megatron-style where it fits (Note [tensor parallelism]); false where it does not
+bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * status) {
+    Device & d = *c.device;
+    if (!tp_enabled()) {
+        return false;
+    }
+    for (float p : d.tensor_split) {
+        if (p <= 0.0f) {
+            d.say_once("a member without a share of the split: mat-muls split by rows, gathered after each");
+            return false;
+        }
+    }
+    tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
+    tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
+    tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
+    tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
+    const tp::Plan plan = tp::make_plan(tg);
+    if (!plan.ok()) {
+        if (!plan.why_not.empty()) {
+            d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +
+                       "): its mat-muls split by rows, gathered after each");
+        }
+        return false;
+    }
+    *status = c.runner->compute(g, plan);
+    return true;
+}
+
+// the graph over every member: tensor-parallel where it fits; otherwise spreadable weights read
+// through their shadows (rows per member, gathered) while it runs
 wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
-    BackendCtx &                                                 c = ctx_of(b);
+    BackendCtx &    c      = ctx_of(b);
+    wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
+    if (try_tensor_parallel(c, g, &status)) {
+        return status;
+    }
+    // the row split reads and writes the main member's copies: sharded caches made whole there
+    bool synced = false;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        for (int j = -1; j < WSP_GGML_MAX_SRC; ++j) {
+            const wsp_ggml_tensor * t = j < 0 ? g->nodes[i] : g->nodes[i]->src[j];
+            if (t != nullptr && c.device->cache_layout(tp::root_of(t)) != nullptr) {
+                if (!synced) {
+                    b_synchronize(b);
+                    synced = true;
+                }
+                c.device->unshard(tp::root_of(t), true);
+            }
+        }
+    }
     std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> swapped; // node, its own weight
     for (int i = 0; i < g->n_nodes; ++i) {
         wsp_ggml_tensor * node = g->nodes[i];
@@ -98,7 +159,7 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
         }
     }
     wsp_ggml_backend_sched_reset(c.sched); // the graph's nodes change from call to call
-    const wsp_ggml_status status = wsp_ggml_backend_sched_graph_compute(c.sched, g);
+    status = wsp_ggml_backend_sched_graph_compute(c.sched, g);
     for (auto & [node, weight] : swapped) {
         node->src[0] = weight;
     }
@@ -146,6 +207,7 @@ wsp_ggml_backend_t backend_init(Device & d) {
         WSP_LOG_ERROR("%s: cannot make the scheduler over its members\n", d.name.c_str());
         return nullptr;
     }
+    c->runner = std::make_unique<tp::Runner>(d, c->members);
     return new wsp_ggml_backend{ &all_gpu_guid, backend_iface, &d.dev, c.release() };
 }
 

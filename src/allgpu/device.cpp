@@ -4,6 +4,8 @@
 
 #include "../split/split_buffer.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -68,9 +70,16 @@ bool w_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_te
     return w.original.cpy_tensor != nullptr && w.original.cpy_tensor(b, src, dst);
 }
 
+void w_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
+    const Watched w = watched_of(b);
+    w.device->unshard(tp::root_of(t), false); // a sharded cache read from outside: made whole first
+    w.original.get_tensor(b, t, data, offset, size);
+}
+
 void w_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
     const Watched w = watched_of(b);
-    w.device->forget_buffer(b);
+    w.device->clear_caches(b, v); // a cleared cache stays sharded: its parts cleared alike
+    w.device->forget_buffer(b, false);
     w.original.clear(b, v);
 }
 
@@ -110,6 +119,7 @@ wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t
     }
     b->iface.free_buffer   = w_free;
     b->iface.set_tensor    = w.original.set_tensor ? w_set : nullptr;
+    b->iface.get_tensor    = w.original.get_tensor ? w_get : nullptr;
     b->iface.memset_tensor = w.original.memset_tensor ? w_memset : nullptr;
     b->iface.cpy_tensor    = w_cpy;
     b->iface.clear         = w.original.clear ? w_clear : nullptr;
@@ -285,8 +295,8 @@ bool spreadable(const Device & d, const wsp_ggml_tensor * w) {
 }
 
 wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto                        it = shadows.find(w);
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = shadows.find(w);
     if (it != shadows.end()) {
         const wsp_ggml_tensor * t = it->second.tensor.get();
         if (it->second.weight_data == w->data && t->type == w->type && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1]) {
@@ -324,17 +334,244 @@ wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
     return t;
 }
 
+namespace {
+
+void free_piece(Piece & p) {
+    wsp_ggml_backend_buffer_free(p.buffer);
+    wsp_ggml_free(p.ctx);
+}
+
+// the bytes of w's piece, read through the host: rows [b, e), columns [b, e) of every row, or all
+bool piece_bytes(const wsp_ggml_tensor * w, PieceKind kind, int64_t b, int64_t e, std::vector<uint8_t> & out) {
+    if (kind == PieceKind::ROWS) {
+        out.resize((size_t) (e - b) * w->nb[1]);
+        wsp_ggml_backend_tensor_get(w, out.data(), (size_t) b * w->nb[1], out.size());
+        return true;
+    }
+    std::vector<uint8_t> all(wsp_ggml_nbytes(w));
+    wsp_ggml_backend_tensor_get(w, all.data(), 0, all.size());
+    if (kind == PieceKind::WHOLE) {
+        out = std::move(all);
+        return true;
+    }
+    const int64_t blck = wsp_ggml_blck_size(w->type);
+    if (b % blck != 0 || e % blck != 0) {
+        return false;
+    }
+    const size_t first = wsp_ggml_row_size(w->type, b), len = wsp_ggml_row_size(w->type, e - b);
+    out.resize(len * (size_t) w->ne[1]);
+    for (int64_t r = 0; r < w->ne[1]; ++r) {
+        std::memcpy(out.data() + (size_t) r * len, all.data() + (size_t) r * w->nb[1] + first, len);
+    }
+    return true;
+}
+
+const char * kind_name(PieceKind k) {
+    return k == PieceKind::WHOLE ? "whole" : k == PieceKind::ROWS ? "rows" : "columns";
+}
+
+} // namespace
+
+wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind kind, int64_t begin, int64_t end) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    const auto                            key = std::make_tuple(w, m, kind, begin, end);
+    auto                                  it  = pieces.find(key);
+    if (it != pieces.end()) {
+        if (it->second.weight_data == w->data && it->second.tensor->type == w->type) {
+            race::checker().acquire(race::checker().host_agent(), it->second.made);
+            return it->second.tensor;
+        }
+        free_piece(it->second); // another tensor at that address now: made again
+        pieces.erase(it);
+    }
+    int64_t ne[WSP_GGML_MAX_DIMS]          = { w->ne[0], w->ne[1], w->ne[2], w->ne[3] };
+    ne[kind == PieceKind::COLUMNS ? 0 : 1] = kind == PieceKind::WHOLE ? w->ne[1] : end - begin;
+    Piece                p;
+    std::vector<uint8_t> bytes;
+    p.ctx = wsp_ggml_init({ wsp_ggml_tensor_overhead(), nullptr, true });
+    if (p.ctx != nullptr && piece_bytes(w, kind, begin, end, bytes)) {
+        p.tensor = wsp_ggml_new_tensor(p.ctx, w->type, WSP_GGML_MAX_DIMS, ne);
+        wsp_ggml_format_name(p.tensor, "%s (%s %lld-%lld)", w->name, kind_name(kind), (long long) begin,
+                             (long long) end);
+        p.buffer = wsp_ggml_backend_alloc_ctx_tensors_from_buft(p.ctx, wsp_ggml_backend_dev_buffer_type(members[m]));
+    }
+    if (p.buffer == nullptr || bytes.size() != wsp_ggml_nbytes(p.tensor)) {
+        WSP_LOG_ERROR("%s: cannot place %s's %s %lld-%lld on %s\n", name.c_str(), w->name, kind_name(kind),
+                      (long long) begin, (long long) end, wsp_ggml_backend_dev_name(members[m]));
+        if (p.buffer != nullptr) {
+            wsp_ggml_backend_buffer_free(p.buffer);
+        }
+        wsp_ggml_free(p.ctx);
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_set_usage(p.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    wsp_ggml_backend_tensor_set(p.tensor, bytes.data(), 0, bytes.size());
+    p.weight_data       = w->data;
+    p.weight_buffer     = w->buffer;
+    p.member            = m;
+    p.made              = race::checker().release_host();
+    wsp_ggml_tensor * t = p.tensor;
+    pieces.emplace(key, std::move(p));
+    return t;
+}
+
+void Device::clear_caches(wsp_ggml_backend_buffer_t b, uint8_t v) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    for (auto & [r, c] : caches) {
+        if (c.buffer == b) {
+            for (Piece & p : c.pieces) {
+                wsp_ggml_backend_buffer_clear(p.buffer, v);
+            }
+        }
+    }
+}
+
+bool Device::owns(wsp_ggml_backend_buffer_t b) {
+    std::lock_guard<std::mutex> lock(watched_mutex());
+    auto                        it = watched().find(b);
+    return it != watched().end() && it->second.device == this;
+}
+
+const tp::Layout * Device::cache_layout(const wsp_ggml_tensor * r) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = caches.find(r);
+    if (it == caches.end()) {
+        return nullptr;
+    }
+    if (it->second.data != r->data) { // another tensor at that address now: the parts are not its
+        for (Piece & p : it->second.pieces) {
+            free_piece(p);
+        }
+        caches.erase(it);
+        return nullptr;
+    }
+    return &it->second.layout;
+}
+
+wsp_ggml_tensor * Device::cache_piece(const wsp_ggml_tensor * r, int m) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = caches.find(r);
+    if (it == caches.end()) {
+        return nullptr;
+    }
+    race::checker().acquire(race::checker().host_agent(), it->second.pieces[m].made);
+    return it->second.pieces[m].tensor;
+}
+
+bool Device::shard(const wsp_ggml_tensor * r, const tp::Layout & L) {
+    const size_t         es = wsp_ggml_type_size(r->type);
+    const int64_t        n  = wsp_ggml_nelements(r);
+    const int64_t        nb = (n + L.W - 1) / L.W; // blocks, the last one maybe cut short
+    std::vector<uint8_t> whole(wsp_ggml_nbytes(r)), part;
+    wsp_ggml_backend_tensor_get(r, whole.data(), 0, whole.size());
+    ShardedCache c;
+    c.layout        = L;
+    c.layout.origin = -1;
+    c.data          = r->data;
+    c.buffer        = r->buffer;
+    for (size_t m = 0; m < members.size(); ++m) {
+        const int64_t lo = L.parts[m].first, w = L.parts[m].second - lo;
+        Piece         p;
+        p.member = (int) m;
+        p.ctx    = wsp_ggml_init({ wsp_ggml_tensor_overhead(), nullptr, true });
+        p.tensor = p.ctx ? wsp_ggml_new_tensor_1d(p.ctx, r->type, nb * w) : nullptr;
+        p.buffer =
+            p.tensor ? wsp_ggml_backend_alloc_ctx_tensors_from_buft(p.ctx, wsp_ggml_backend_dev_buffer_type(members[m]))
+                     : nullptr;
+        if (p.buffer == nullptr) {
+            WSP_LOG_ERROR("%s: no room for %s's part on %s\n", name.c_str(), r->name,
+                          wsp_ggml_backend_dev_name(members[m]));
+            wsp_ggml_free(p.ctx);
+            for (Piece & q : c.pieces) {
+                free_piece(q);
+            }
+            return false;
+        }
+        wsp_ggml_format_name(p.tensor, "%s (part %zu)", r->name, m);
+        part.resize((size_t) (nb * w) * es);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t len = std::max<int64_t>(0, std::min(w, n - (b * L.W + lo)));
+            std::memcpy(part.data() + (size_t) (b * w) * es, whole.data() + (size_t) (b * L.W + lo) * es,
+                        (size_t) len * es);
+        }
+        wsp_ggml_backend_tensor_set(p.tensor, part.data(), 0, part.size());
+        p.made = race::checker().release_host();
+        c.pieces.push_back(std::move(p));
+    }
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    caches[r] = std::move(c);
+    return true;
+}
+
+void Device::unshard(const wsp_ggml_tensor * r, bool drop) {
+    ShardedCache c; // drop: taken out; otherwise the layout and the parts' tensors, still owned
+    {
+        std::lock_guard<std::recursive_mutex> lock(mutex);
+        auto                                  it = caches.find(r);
+        if (it == caches.end()) {
+            return;
+        }
+        if (drop) {
+            c = std::move(it->second);
+            caches.erase(it);
+        } else {
+            c.layout = it->second.layout;
+            c.data   = it->second.data;
+            for (const Piece & p : it->second.pieces) {
+                c.pieces.push_back(Piece{ nullptr, nullptr, p.tensor });
+            }
+        }
+    }
+    if (c.data == r->data) { // the parts hold the cache's latest bytes: the main copy from them
+        const size_t         es = wsp_ggml_type_size(r->type);
+        const int64_t        n  = wsp_ggml_nelements(r);
+        const int64_t        nb = (n + c.layout.W - 1) / c.layout.W;
+        std::vector<uint8_t> whole(wsp_ggml_nbytes(r)), part;
+        for (size_t m = 0; m < c.pieces.size(); ++m) {
+            const int64_t lo = c.layout.parts[m].first, w = c.layout.parts[m].second - lo;
+            part.resize(wsp_ggml_nbytes(c.pieces[m].tensor));
+            wsp_ggml_backend_tensor_get(c.pieces[m].tensor, part.data(), 0, part.size());
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t len = std::max<int64_t>(0, std::min(w, n - (b * c.layout.W + lo)));
+                std::memcpy(whole.data() + (size_t) (b * c.layout.W + lo) * es, part.data() + (size_t) (b * w) * es,
+                            (size_t) len * es);
+            }
+        }
+        // around the watch: this write is the cache's own bytes coming home
+        wsp_ggml_backend_buffer_t buf = r->buffer;
+        watched_of(buf).original.set_tensor(buf, const_cast<wsp_ggml_tensor *>(r), whole.data(), 0, whole.size());
+    }
+    if (drop) {
+        for (Piece & p : c.pieces) {
+            free_piece(p);
+        }
+    }
+}
+
+void Device::say_once(const std::string & msg) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    if (said.insert(msg).second) {
+        WSP_LOG_INFO("%s: %s\n", name.c_str(), msg.c_str());
+    }
+}
+
 void Device::forget(const wsp_ggml_tensor * w) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto                        it = shadows.find(w);
+    unshard(tp::root_of(w), true); // a write to a sharded cache: whole again first, then written
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = shadows.find(w);
     if (it != shadows.end()) {
         wsp_ggml_backend_buffer_free(it->second.buffer);
         shadows.erase(it);
     }
+    for (auto p = pieces.lower_bound(std::make_tuple(w, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
+         p != pieces.end() && std::get<0>(p->first) == w;) {
+        free_piece(p->second);
+        p = pieces.erase(p);
+    }
 }
 
-void Device::forget_buffer(wsp_ggml_backend_buffer_t b) {
-    std::lock_guard<std::mutex> lock(mutex);
+void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     for (auto it = shadows.begin(); it != shadows.end();) {
         // the main rows of a shadow are the weight's memory: the slice on the main member says where
         bool in_b = false;
@@ -346,6 +583,24 @@ void Device::forget_buffer(wsp_ggml_backend_buffer_t b) {
             it = shadows.erase(it);
         } else {
             ++it;
+        }
+    }
+    for (auto c = caches.begin(); c != caches.end();) { // the buffer goes: no write-back
+        if (with_caches && c->second.buffer == b) {
+            for (Piece & p : c->second.pieces) {
+                free_piece(p);
+            }
+            c = caches.erase(c);
+        } else {
+            ++c;
+        }
+    }
+    for (auto p = pieces.begin(); p != pieces.end();) {
+        if (p->second.weight_buffer == b) {
+            free_piece(p->second);
+            p = pieces.erase(p);
+        } else {
+            ++p;
         }
     }
 }
@@ -435,9 +690,12 @@ size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t 
             }
         }
     }
-    std::lock_guard<std::mutex> lock(d.mutex);
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
     for (const auto & [w, s] : d.shadows) {
         bytes += wsp::split::device_bytes(s.buffer, (int) i);
+    }
+    for (const auto & [key, p] : d.pieces) {
+        bytes += p.member == (int) i ? wsp_ggml_backend_buffer_get_size(p.buffer) : 0;
     }
     return bytes;
 }

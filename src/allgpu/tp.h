@@ -1,0 +1,188 @@
+#pragma once
+
+// Note [tensor parallelism]: how the all-GPU device runs a transformer graph Megatron-style.
+//
+// The plan (tp_plan.cpp) gives every node of the graph a state, found from the graph alone:
+//  - REPL: every member computes it whole (layer norms, residual adds, the graph's inputs);
+//  - SPLIT(dim, ranges): member m holds indices ranges[m] of dimension dim;
+//  - PARTIAL: every member holds a whole-shaped term; the value is their sum.
+// A mat-mul whose weight is a spreadable matrix (Note [all-GPU device]) and whose input is REPL
+// takes the weight's rows by member: its result is SPLIT on dim 0 (an "origin"). Reshapes,
+// permutes, casts and per-row or per-head ops carry a split along (a reshape of the rows into
+// [head size, heads] moves it onto the heads); attention (mat-muls of two SPLIT operands,
+// soft_max_ext, flash_attn_ext) runs on each member's own heads. A mat-mul whose weight is
+// spreadable and whose input is SPLIT on dim 0 (the weight's columns) takes the weight's columns
+// by the same ranges: its result is PARTIAL, and one all-reduce makes it REPL before its first
+// reader. So a whisper block moves two all-reduces of [n_state, n_tokens] and nothing else.
+//
+// Units: an origin's ranges are whole multiples of a unit (initially 1 row). When a later op
+// needs coarser boundaries (a reshape into heads needs whole heads, a column split of a quantized
+// weight whole blocks, two operands the same ranges), the plan raises that origin's unit and
+// starts again; ranges follow tensor_split per unit.
+//
+// A graph that does not fit (a split tensor read whole, a write into memory outside the graph
+// such as a KV cache, an op without a split rule) gets no plan, and the reason: the caller runs
+// it with the row split instead and logs that once.
+
+#include "ggml.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace wsp::allgpu::tp {
+
+using Range  = std::pair<int64_t, int64_t>; // [begin, end)
+using Ranges = std::vector<Range>;          // one per member
+
+struct State {
+    // MAIN: only the main member computes it (it reads a table too big to copy to every member
+    // for the little it takes, an embedding's rows); sent to the others before their first read
+    enum Kind : uint8_t { REPL, SPLIT, PARTIAL, MAIN };
+    Kind   kind = REPL;
+    int    dim  = -1; // SPLIT
+    Ranges ranges;    // SPLIT: per member, along dim
+    int    origin = -1;
+    // elements of dim per element of the origin's rows, as num / den (a reshape into heads
+    // divides it by the head size, merging heads back into rows multiplies it again)
+    int64_t num = 1, den = 1;
+    int64_t fixed_unit = 0; // origin < 0 (a cache's split kept from an earlier graph): the unit
+};
+
+// Note [sharded caches]: memory outside the graph that the graph writes with split data (a KV
+// cache, whisper's cross-attention cache, a padded K/V scratch) is kept sharded: seen as blocks
+// of W elements (a token's row of K, a layer's [n_ctx, n_state] of transposed V), member m keeps
+// elements parts[m] of every block in memory of its own, so the cache is written and read where
+// its heads are computed and never moves. A later graph finds the layout again; the main
+// member's whole copy is brought up to date only when something else reads it.
+struct Layout {
+    int64_t W = 0;            // elements per block
+    Ranges  parts;            // per member, within each block
+    int64_t unit   = 0;       // the parts' boundaries are multiples of this
+    int     origin = -1;      // made by this plan's origin (else kept from an earlier graph)
+    int64_t num = 1, den = 1; // elements of a block per element of the origin's rows
+};
+
+// how a view of a sharded root reads member m's piece: the view's dim `dim` cut to ranges[m]
+struct ViewMap {
+    int     dim    = -1;
+    int64_t stride = 0; // of dim, in elements of the root
+    Ranges  ranges;
+};
+
+// maps a view (ne, nb and offset in bytes, of elements of es bytes) of a root with layout L:
+// false where it reads across the parts
+bool map_view(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out);
+
+// member m's view of its piece: ne, nb (bytes) and offset for the view mapped by vm
+void local_view(const Layout & L, int m, const ViewMap & vm, const int64_t * ne, const size_t * nb, size_t offs,
+                size_t es, int64_t * lne, size_t * lnb, size_t * loffs);
+
+// how a node reads one source on member m
+struct Take {
+    enum How : uint8_t {
+        AS_IS,   // the source's own local tensor
+        SLICE,   // a REPL source viewed at ranges[m] along dim
+        ROWS,    // a spreadable weight's rows ranges[m]
+        COLUMNS, // a spreadable weight's columns ranges[m]
+    };
+    How    how = AS_IS;
+    int    dim = -1;
+    Ranges ranges;
+};
+
+struct NodePlan {
+    State                          out;
+    bool                           gather = false;                // a split result the graph gives out: to main
+    const wsp_ggml_tensor *        cache  = nullptr;              // the sharded root it views or writes
+    ViewMap                        cache_view;                    // how (a write: its destination's view)
+    int64_t                        cache_ne[WSP_GGML_MAX_DIMS]{}; // that view of the root
+    size_t                         cache_nb[WSP_GGML_MAX_DIMS]{};
+    size_t                         cache_offs = 0;
+    bool                           skip       = false; // a cache view only written through
+    Take                           take[WSP_GGML_MAX_SRC];
+    std::vector<wsp_ggml_tensor *> reduce_before; // PARTIAL (all-reduced) and MAIN (sent) sources
+};
+
+struct Plan {
+    std::vector<NodePlan>                               nodes; // per graph node
+    std::unordered_map<const wsp_ggml_tensor *, int>    index; // graph node -> its index
+    std::vector<wsp_ggml_tensor *>                      reduce_at_end;
+    int                                                 n_origins = 0; // mat-muls split by rows
+    std::string                                         why_not;       // set: no plan (the reason)
+    std::unordered_map<const wsp_ggml_tensor *, Layout> layouts;       // caches sharded from this graph on
+    bool                                                ok() const { return why_not.empty() && n_origins > 0; }
+};
+
+struct Graph {
+    const wsp_ggml_cgraph *                      g;
+    std::vector<float>                           proportions; // per member, > 0
+    std::function<bool(const wsp_ggml_tensor *)> spreadable;  // a weight whose rows or columns can go per member
+    // the layout a root was sharded with by an earlier graph, NULL if none
+    std::function<const Layout *(const wsp_ggml_tensor *)> sharded;
+    // memory outside the graph that may be kept sharded (the device's own buffers)
+    std::function<bool(const wsp_ggml_tensor *)> keepable;
+};
+
+Plan make_plan(const Graph & graph);
+
+// the storage a tensor's bytes belong to
+inline const wsp_ggml_tensor * root_of(const wsp_ggml_tensor * t) {
+    return t->view_src != nullptr ? t->view_src : t;
+}
+
+// ranges of n indices in whole units over members by proportions (ok = false when one is empty)
+Ranges spread(int64_t n, int64_t unit, const std::vector<float> & proportions, bool * ok);
+
+} // namespace wsp::allgpu::tp
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+
+namespace wsp::allgpu {
+struct Device;
+}
+
+namespace wsp::allgpu::tp {
+
+// Runs planned graphs over the members of one all-GPU backend: on each member, a graph of local
+// tensors (its pieces of the split ones, its own copies of the REPL ones; the main member's REPL
+// and PARTIAL tensors are the graph's own memory, so results need no copy back), in segments
+// between all-reduces. All asynchronous: each member's stream orders its own work, the
+// all-reduce's copies order the streams among themselves.
+class Runner {
+public:
+    Runner(Device & device, std::vector<wsp_ggml_backend_t> members);
+    ~Runner();
+    Runner(const Runner &)             = delete;
+    Runner & operator=(const Runner &) = delete;
+
+    wsp_ggml_status compute(wsp_ggml_cgraph * g, const Plan & plan);
+
+private:
+    struct Member;
+    Device &                             device_;
+    std::vector<wsp_ggml_backend_t>      backends_;
+    std::vector<std::unique_ptr<Member>> members_;
+    wsp_ggml_backend_all_reduce_t        fast_all_reduce_ = nullptr; // the member reg's own, if any
+
+    bool              build(wsp_ggml_cgraph * g, const Plan & plan);
+    wsp_ggml_tensor * local_of(int m, const wsp_ggml_tensor * t);
+    wsp_ggml_tensor * take(int m, const wsp_ggml_tensor * src, const Take & how);
+    wsp_ggml_tensor * make_node(int m, const wsp_ggml_tensor * n, const NodePlan & np);
+    wsp_ggml_tensor * cache_view(int m, const NodePlan & np);
+
+    struct Gather {
+        int               member;
+        wsp_ggml_tensor * part; // its local result
+        wsp_ggml_tensor * dst;  // its rows of the graph's own tensor, on the main member
+    };
+    std::vector<Gather> gathers_;
+    bool                all_reduce(const std::vector<wsp_ggml_tensor *> & parts);
+};
+
+} // namespace wsp::allgpu::tp

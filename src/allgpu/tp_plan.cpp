@@ -1,0 +1,614 @@
+// The tensor-parallel plan of a graph (Note [tensor parallelism] in tp.h): a state per node, how
+// each node reads its sources on a member, and where PARTIAL results are all-reduced.
+
+#include "tp.h"
+
+#include "../core/impl.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <unordered_set>
+
+namespace wsp::allgpu::tp {
+
+Ranges spread(int64_t n, int64_t unit, const std::vector<float> & proportions, bool * ok) {
+    const size_t m     = proportions.size();
+    double       total = 0.0;
+    for (float p : proportions) {
+        total += p;
+    }
+    *ok = unit > 0 && n % unit == 0 && total > 0.0;
+    Ranges  r(m, { 0, 0 });
+    int64_t begin = 0;
+    double  cum   = 0.0;
+    for (size_t i = 0; i < m && *ok; ++i) {
+        cum += proportions[i];
+        const int64_t end = i + 1 == m ? n : std::llround((double) (n / unit) * cum / total) * unit;
+        r[i]              = { begin, std::max(begin, end) };
+        *ok               = *ok && r[i].second > r[i].first;
+        begin             = r[i].second;
+    }
+    return r;
+}
+
+// 0: mapped; 1: the split dim found, but the parts do not fall on its boundaries (out.stride
+// says which); -1: the view reads across the parts
+static int map_view_code(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es,
+                         ViewMap & out) {
+    if (offs % es != 0 || L.W <= 0 || nb[0] != es) {
+        return -1;
+    }
+    const int64_t r0   = (int64_t) (offs / es) % L.W;
+    int           best = -1; // the outermost dim inside a block
+    for (int d = 0; d < WSP_GGML_MAX_DIMS; ++d) {
+        const int64_t s = (int64_t) (nb[d] / es);
+        if (ne[d] == 1) {
+            continue;
+        }
+        if (nb[d] % es != 0 || (s >= L.W && s % L.W != 0)) {
+            return -1;
+        }
+        if (s < L.W && (best < 0 || s > (int64_t) (nb[best] / es))) {
+            best = d;
+        }
+    }
+    if (best < 0) {
+        return -1;
+    }
+    const int64_t s     = (int64_t) (nb[best] / es);
+    int64_t       inner = r0; // the farthest element the other dims inside a block reach
+    for (int d = 0; d < WSP_GGML_MAX_DIMS; ++d) {
+        const int64_t sd = (int64_t) (nb[d] / es);
+        inner += d != best && ne[d] > 1 && sd < L.W ? (ne[d] - 1) * sd : 0;
+    }
+    if (inner >= s || ne[best] * s != L.W) {
+        return -1;
+    }
+    out.dim    = best;
+    out.stride = s;
+    out.ranges.clear();
+    for (const Range & p : L.parts) {
+        if (p.first % s != 0 || p.second % s != 0) {
+            return 1;
+        }
+        out.ranges.push_back({ p.first / s, p.second / s });
+    }
+    return 0;
+}
+
+bool map_view(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out) {
+    return map_view_code(L, ne, nb, offs, es, out) == 0;
+}
+
+void local_view(const Layout & L, int m, const ViewMap & vm, const int64_t * ne, const size_t * nb, size_t offs,
+                size_t es, int64_t * lne, size_t * lnb, size_t * loffs) {
+    const int64_t w = L.parts[m].second - L.parts[m].first;
+    const int64_t o = (int64_t) (offs / es);
+    for (int d = 0; d < WSP_GGML_MAX_DIMS; ++d) {
+        const int64_t s = (int64_t) (nb[d] / es);
+        lne[d]          = d == vm.dim ? vm.ranges[m].second - vm.ranges[m].first : ne[d];
+        lnb[d]          = s >= L.W && s % L.W == 0 ? (size_t) (s / L.W * w) * es : nb[d]; // blocks are w long here
+    }
+    *loffs = (size_t) (o / L.W * w + o % L.W) * es;
+}
+
+namespace {
+
+bool is_view_op(wsp_ggml_op op) {
+    return op == WSP_GGML_OP_VIEW || op == WSP_GGML_OP_RESHAPE || op == WSP_GGML_OP_PERMUTE ||
+           op == WSP_GGML_OP_TRANSPOSE;
+}
+
+// ops that read their first source element by element into a result of its shape
+bool is_elementwise(const wsp_ggml_tensor * n) {
+    switch (n->op) {
+        case WSP_GGML_OP_UNARY:
+        case WSP_GGML_OP_SCALE:
+        case WSP_GGML_OP_SQR:
+        case WSP_GGML_OP_SQRT:
+        case WSP_GGML_OP_LOG:
+        case WSP_GGML_OP_CLAMP:
+        case WSP_GGML_OP_DUP:
+        case WSP_GGML_OP_CPY: // a cast (a copy into another tensor writes outside the node; refused before)
+            return true;
+        case WSP_GGML_OP_CONT: return wsp_ggml_are_same_shape(n, n->src[0]);
+        default: return false;
+    }
+}
+
+bool is_weight(const wsp_ggml_tensor * t) {
+    return t->buffer != nullptr &&
+           wsp_ggml_backend_buffer_get_usage(t->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+bool is_binary(wsp_ggml_op op) {
+    return op == WSP_GGML_OP_ADD || op == WSP_GGML_OP_SUB || op == WSP_GGML_OP_MUL || op == WSP_GGML_OP_DIV;
+}
+
+class Planner {
+public:
+    Planner(const Graph & gr, std::unordered_map<int, int64_t> & units) : gr_(gr), units_(units) {}
+
+    // true: a plan (or a reason in why_not); false: an origin's unit was raised, plan again
+    bool run(Plan & p);
+
+private:
+    const Graph &                                      gr_;
+    std::unordered_map<int, int64_t> &                 units_; // origin node -> unit (rows)
+    std::unordered_map<const wsp_ggml_tensor *, State> states_;
+    std::vector<int>                                   origin_node_;
+    Plan *                                             p_ = nullptr;
+    std::unordered_set<const wsp_ggml_tensor *>        dst_only_; // cache views only written through
+
+    const Layout * layout_of(const wsp_ggml_tensor * r) const {
+        auto it = p_->layouts.find(r);
+        return it != p_->layouts.end() ? &it->second : gr_.sharded ? gr_.sharded(r) : nullptr;
+    }
+
+    bool outside(const wsp_ggml_tensor * t) const { return p_->index.count(t) == 0; }
+
+    // the state of a view mapped onto a cache's parts
+    static State state_from(const Layout & L, const ViewMap & vm) {
+        State         s{ State::SPLIT, vm.dim, vm.ranges, L.origin, L.num, L.den * vm.stride };
+        const int64_t g = std::gcd(s.num, s.den);
+        s.num /= g;
+        s.den /= g;
+        s.fixed_unit = L.origin < 0 ? L.unit / vm.stride : 0;
+        return s;
+    }
+
+    bool        map_cache(const Layout & L, NodePlan & np, const wsp_ggml_tensor * r, const char * what);
+    bool        visit_cache_write(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        retry_ = false;
+    std::string why_;
+
+    State state_of(const wsp_ggml_tensor * t) const {
+        auto it = states_.find(t);
+        return it == states_.end() ? State{} : it->second;
+    }
+
+    bool fail(const char * fmt, ...) {
+        char    buf[256];
+        va_list ap;
+        va_start(ap, fmt);
+        std::vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        why_ = buf;
+        return false;
+    }
+
+    int64_t unit_of(const State & s) const {
+        return s.origin < 0 ? s.fixed_unit : units_.at(origin_node_[s.origin]) * s.num / s.den;
+    }
+
+    // s's boundaries must be multiples of r elements of its dim: raise its origin's unit
+    bool need(const State & s, int64_t r) {
+        if (unit_of(s) % r == 0) {
+            return true;
+        }
+        if (s.origin < 0) {
+            return fail("a cache kept from an earlier graph is split in units of %lld, not %lld",
+                        (long long) s.fixed_unit, (long long) r);
+        }
+        int64_t &     unit   = units_[origin_node_[s.origin]];
+        const int64_t want   = r * s.den / std::gcd(r * s.den, s.num); // origin elements
+        const int64_t raised = std::lcm(unit, want);
+        retry_               = raised != unit;
+        unit                 = raised;
+        return retry_ ? false : fail("cannot align a split to %lld elements", (long long) r);
+    }
+
+    // two SPLIT states the same (dim and ranges); raises both origins to a common unit otherwise
+    bool same(const State & a, const State & b) {
+        if (a.dim == b.dim && a.ranges == b.ranges) {
+            return true;
+        }
+        if (a.dim != b.dim) {
+            return fail("operands split along different dimensions");
+        }
+        const int64_t u = std::lcm(unit_of(a), unit_of(b));
+        return need(a, u) && need(b, u) && fail("operands split differently");
+    }
+
+    void scale(State & s, int64_t num, int64_t den) {
+        s.num *= num;
+        s.den *= den;
+        const int64_t g = std::gcd(s.num, s.den);
+        s.num /= g;
+        s.den /= g;
+        for (Range & r : s.ranges) {
+            r = { r.first * num / den, r.second * num / den };
+        }
+    }
+
+    bool reshape(const State & s, const int64_t * from, const int64_t * to, State & out);
+    bool visit(int i, Plan & p);
+    bool visit_mul_mat(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool visit_flash_attn(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np);
+
+    static Take slice(int dim, const Ranges & r) { return Take{ Take::SLICE, dim, r }; }
+};
+
+// the state of a row-major reading of a tensor of shape `from` as shape `to`
+bool Planner::reshape(const State & s, const int64_t * from, const int64_t * to, State & out) {
+    out = s;
+    if (s.kind != State::SPLIT) {
+        return true;
+    }
+    const int k  = s.dim;
+    int64_t   pk = 1; // elements before dim k
+    for (int i = 0; i < k; ++i) {
+        pk *= from[i];
+    }
+    const int64_t end = pk * from[k];
+    int64_t       q   = 1;
+    for (int j = 0; j < WSP_GGML_MAX_DIMS; q *= to[j], ++j) {
+        if (to[j] == 1 || q * to[j] != end) {
+            continue; // the dimension of `to` that ends where k ends carries the split
+        }
+        out.dim = j;
+        if (q <= pk && pk % q == 0) { // j takes in k and dimensions inside it
+            scale(out, pk / q, 1);
+            return true;
+        }
+        if (q > pk && q % pk == 0) { // k is cut into dimensions: j is its outermost
+            const int64_t r = q / pk;
+            if (!need(s, r)) {
+                return false;
+            }
+            scale(out, 1, r);
+            return true;
+        }
+    }
+    return fail("a reshape that cuts across a split dimension");
+}
+
+// np's cache view (cache_ne/nb/offs set) onto L's parts
+bool Planner::map_cache(const Layout & L, NodePlan & np, const wsp_ggml_tensor * r, const char * what) {
+    ViewMap      vm;
+    const size_t es   = wsp_ggml_type_size(r->type);
+    const int    code = map_view_code(L, np.cache_ne, np.cache_nb, np.cache_offs, es, vm);
+    if (code == 1 && L.origin < 0) { // kept from an earlier graph in finer parts: sharded anew, in whole heads
+        Layout L2 = L;
+        bool   ok = false;
+        L2.unit   = std::lcm(L.unit, vm.stride);
+        L2.parts  = spread(L.W, L2.unit, gr_.proportions, &ok);
+        if (!ok) {
+            return fail("%s cannot be sharded in whole units of %lld", r->name, (long long) L2.unit);
+        }
+        p_->layouts[r] = L2;
+        return map_cache(L2, np, r, what);
+    }
+    if (code == 1) { // the parts must fall on the view's split dim: whole heads
+        State ls{ State::SPLIT, 0, {}, L.origin, L.num, L.den };
+        ls.fixed_unit = L.unit;
+        return need(ls, vm.stride) && fail("%s %s off its parts", what, r->name);
+    }
+    if (code < 0) {
+        return fail("%s %s across its parts", what, r->name);
+    }
+    np.cache      = r;
+    np.cache_view = vm;
+    np.out        = state_from(L, vm);
+    return true;
+}
+
+// a copy of split (or REPL) data into memory outside the graph: a cache, sharded from then on
+bool Planner::visit_cache_write(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    const wsp_ggml_tensor *dst = n->src[1], *src = n->src[0], *r = n->view_src;
+    const size_t           es = wsp_ggml_type_size(r->type);
+    if (!gr_.keepable || !gr_.keepable(r)) {
+        return fail("%s writes into %s, memory outside the device's own buffers", n->name, r->name);
+    }
+    if (wsp_ggml_blck_size(r->type) != 1 || !wsp_ggml_is_contiguous(r)) {
+        return fail("%s writes into %s, a cache of a block type", n->name, r->name);
+    }
+    if (wsp_ggml_are_same_shape(dst, src)) { // the destination as the source's shape
+        std::copy(dst->ne, dst->ne + WSP_GGML_MAX_DIMS, np.cache_ne);
+        std::copy(dst->nb, dst->nb + WSP_GGML_MAX_DIMS, np.cache_nb);
+    } else if (wsp_ggml_is_contiguous(dst)) {
+        for (int d = 0; d < WSP_GGML_MAX_DIMS; ++d) {
+            np.cache_ne[d] = src->ne[d];
+            np.cache_nb[d] = d == 0 ? es : np.cache_nb[d - 1] * (size_t) src->ne[d - 1];
+        }
+    } else {
+        return fail("%s writes into %s in another shape", n->name, r->name);
+    }
+    np.cache_offs   = dst->view_src != nullptr ? dst->view_offs : 0;
+    const State & s = in[0];
+    if (layout_of(r) == nullptr) { // the first write: its split says how the cache is sharded
+        if (s.kind != State::SPLIT) {
+            return fail("%s writes %s whole", n->name, r->name);
+        }
+        const int64_t sk = (int64_t) (np.cache_nb[s.dim] / es);
+        Layout        L;
+        L.W      = sk * np.cache_ne[s.dim];
+        L.unit   = unit_of(s) * sk;
+        L.origin = s.origin;
+        L.num    = s.num * sk;
+        L.den    = s.den;
+        for (const Range & x : s.ranges) {
+            L.parts.push_back({ x.first * sk, x.second * sk });
+        }
+        p_->layouts[r] = L; // a last block cut short (a cache with room to spare) is kept as far as it goes
+    }
+    if (!map_cache(*layout_of(r), np, r, "writes")) {
+        return false;
+    }
+    if (s.kind == State::SPLIT) {
+        return (s.dim == np.out.dim || fail("%s writes %s along another dim", n->name, r->name)) && same(s, np.out);
+    }
+    np.take[0] = slice(np.out.dim, np.out.ranges); // a REPL source: each member writes its part
+    return true;
+}
+
+bool Planner::visit_mul_mat(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    const wsp_ggml_tensor *a = n->src[0], *b = n->src[1];
+    if (gr_.spreadable(a)) {
+        // (a REPL input makes an origin: visit() does that, as it knows the node's index)
+        if (in[1].kind == State::SPLIT && in[1].dim == 0) { // columns per member: PARTIAL terms
+            if (!need(in[1], wsp_ggml_blck_size(a->type))) {
+                return false;
+            }
+            np.take[0]  = Take{ Take::COLUMNS, 0, in[1].ranges };
+            np.out      = State{};
+            np.out.kind = State::PARTIAL;
+            return true;
+        }
+        return fail("%s reads its input split along dimension %d", n->name, in[1].dim);
+    }
+    // two activations (attention): split on a batch dimension (heads), or rows of one
+    const State &sa = in[0], &sb = in[1];
+    if (sa.kind == State::REPL && sb.kind == State::REPL) {
+        return true;
+    }
+    const State & s = sa.kind == State::SPLIT ? sa : sb;
+    if (s.dim >= 2) {
+        if (sa.kind == State::SPLIT && sb.kind == State::SPLIT && !same(sa, sb)) {
+            return false;
+        }
+        const wsp_ggml_tensor * other = sa.kind == State::SPLIT ? b : a;
+        const int               j     = sa.kind == State::SPLIT ? 1 : 0;
+        if (in[j].kind == State::REPL) {
+            if (other->ne[s.dim] == n->ne[s.dim]) {
+                np.take[j] = slice(s.dim, s.ranges);
+            } else if (other->ne[s.dim] != 1) {
+                return fail("%s broadcasts over a split dimension", n->name);
+            }
+        }
+        np.out = s;
+        return true;
+    }
+    if (s.dim == 1 && sb.kind == State::REPL) { // a's rows: the result's rows
+        np.out     = sa;
+        np.out.dim = 0;
+        return true;
+    }
+    if (s.dim == 1 && sa.kind == State::REPL) { // b's columns: the result's columns
+        np.out = sb;
+        return true;
+    }
+    return fail("%s contracts over a split dimension", n->name);
+}
+
+bool Planner::visit_flash_attn(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    float max_bias = 0.0f;
+    std::memcpy(&max_bias, n->op_params + 1, sizeof(float));
+    const State * ref = nullptr;
+    for (int j = 0; j < 3; ++j) {
+        ref = ref == nullptr && in[j].kind == State::SPLIT ? &in[j] : ref;
+    }
+    if (ref == nullptr) {
+        return true;
+    }
+    if (ref->dim != 2 || max_bias != 0.0f || n->src[1]->ne[2] != n->src[0]->ne[2]) {
+        return fail("%s: heads split only without ALiBi and with as many KV heads as heads", n->name);
+    }
+    for (int j = 0; j < 3; ++j) {
+        if (in[j].kind == State::SPLIT && !same(in[j], *ref)) {
+            return false;
+        }
+        np.take[j] = in[j].kind == State::REPL ? slice(2, ref->ranges) : np.take[j];
+    }
+    if (n->src[3] != nullptr && n->src[3]->ne[2] != 1) {
+        return fail("%s: a mask per head", n->name);
+    }
+    np.out     = *ref;
+    np.out.dim = 1; // the result is [head size, heads, tokens]
+    return true;
+}
+
+bool Planner::visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    const State &sa = in[0], &sb = in[1];
+    if (sa.kind == State::REPL && sb.kind == State::REPL) {
+        return true;
+    }
+    if (sa.kind == State::SPLIT && sb.kind == State::SPLIT) {
+        np.out = sa;
+        return same(sa, sb);
+    }
+    const int     j = sa.kind == State::SPLIT ? 1 : 0; // the REPL one
+    const State & s = in[1 - j];
+    if (n->src[j]->ne[s.dim] == n->ne[s.dim]) {
+        np.take[j] = slice(s.dim, s.ranges);
+    } else if (j == 0 || n->src[j]->ne[s.dim] != 1) {
+        return fail("%s broadcasts over a split dimension", n->name);
+    }
+    np.out = s;
+    return true;
+}
+
+bool Planner::visit(int i, Plan & p) {
+    wsp_ggml_tensor * n  = gr_.g->nodes[i];
+    NodePlan &        np = p.nodes[i];
+    State             in[WSP_GGML_MAX_SRC];
+    bool              any_split = false;
+    for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+        if (n->src[j] == nullptr) {
+            continue;
+        }
+        in[j] = state_of(n->src[j]);
+        if (in[j].kind == State::PARTIAL || in[j].kind == State::MAIN) { // every reader wants it whole
+            np.reduce_before.push_back(n->src[j]);
+            states_[n->src[j]] = State{};
+            in[j]              = State{};
+        }
+        any_split = any_split || in[j].kind == State::SPLIT;
+    }
+    const wsp_ggml_tensor * root  = n->view_src;
+    const bool              cache = root != nullptr && outside(root) && !is_weight(root) && layout_of(root) != nullptr;
+    if (!is_view_op(n->op) && root != nullptr) {
+        if (n->op == WSP_GGML_OP_CPY && n->src[1] != nullptr && outside(root) && !is_weight(root)) {
+            if (!visit_cache_write(n, in, np)) {
+                return false;
+            }
+            states_[n] = np.out;
+            return true;
+        }
+        return fail("%s writes into %s (memory the graph does not own)", n->name, root->name);
+    }
+    if (n->op == WSP_GGML_OP_VIEW && dst_only_.count(n) != 0) {
+        np.skip = true; // the copy into it writes the cache's parts directly
+        return true;
+    }
+    if (n->op == WSP_GGML_OP_VIEW && cache) { // a read of a sharded cache: each member its part
+        std::copy(n->ne, n->ne + WSP_GGML_MAX_DIMS, np.cache_ne);
+        std::copy(n->nb, n->nb + WSP_GGML_MAX_DIMS, np.cache_nb);
+        np.cache_offs = n->view_offs;
+        if (!map_cache(*layout_of(root), np, root, "reads")) {
+            return false;
+        }
+        states_[n] = np.out;
+        return true;
+    }
+    for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+        const wsp_ggml_tensor * t = n->src[j];
+        if (t != nullptr && outside(t) && outside(root_of(t)) && layout_of(root_of(t)) != nullptr) {
+            return fail("%s reads the sharded %s whole", n->name, root_of(t)->name);
+        }
+    }
+    bool ok = true;
+    if (n->op == WSP_GGML_OP_MUL_MAT && gr_.spreadable(n->src[0]) && in[1].kind == State::REPL) {
+        bool fits = false;
+        units_.emplace(i, 1);
+        const Ranges r = spread(n->src[0]->ne[1], units_[i], gr_.proportions, &fits);
+        if (!fits) {
+            return fail("%s's rows do not reach every member in units of %lld", n->src[0]->name, (long long) units_[i]);
+        }
+        np.take[0] = Take{ Take::ROWS, 1, r };
+        np.out     = State{ State::SPLIT, 0, r, (int) origin_node_.size(), 1, 1 };
+        origin_node_.push_back(i);
+        p.n_origins++;
+    } else if (n->op == WSP_GGML_OP_MUL_MAT) {
+        ok = visit_mul_mat(n, in, np);
+    } else if (!any_split) {
+        np.out = State{}; // REPL from REPL sources, whatever the op
+        for (int j = 0; j < WSP_GGML_MAX_SRC && !is_view_op(n->op); ++j) {
+            const wsp_ggml_tensor * t = n->src[j];
+            if (t != nullptr && is_weight(root_of(t)) && wsp_ggml_nbytes(root_of(t)) > 8 * wsp_ggml_nbytes(n)) {
+                np.out.kind = State::MAIN; // a big table's few rows: sent, not the table copied
+            }
+        }
+    } else if (n->op == WSP_GGML_OP_FLASH_ATTN_EXT) {
+        ok = visit_flash_attn(n, in, np);
+    } else if (is_binary(n->op)) {
+        ok = visit_binary(n, in, np);
+    } else if (in[0].kind != State::SPLIT) {
+        ok = fail("%s (%s) reads a split tensor it has no rule for", n->name, wsp_ggml_op_name(n->op));
+    } else if (n->op == WSP_GGML_OP_RESHAPE || (n->op == WSP_GGML_OP_CONT && !wsp_ggml_are_same_shape(n, n->src[0]))) {
+        ok = reshape(in[0], n->src[0]->ne, n->ne, np.out);
+    } else if (n->op == WSP_GGML_OP_PERMUTE || n->op == WSP_GGML_OP_TRANSPOSE) {
+        np.out     = in[0];
+        np.out.dim = n->op_params[in[0].dim]; // source dim k lands on axis k
+    } else if (n->op == WSP_GGML_OP_VIEW && wsp_ggml_are_same_shape(n, n->src[0]) &&
+               n->view_offs == n->src[0]->view_offs && std::equal(n->nb, n->nb + WSP_GGML_MAX_DIMS, n->src[0]->nb)) {
+        np.out = in[0]; // the whole tensor
+    } else if (is_elementwise(n) && n->src[1] == nullptr) {
+        np.out = in[0];
+    } else if (n->op == WSP_GGML_OP_NORM || n->op == WSP_GGML_OP_RMS_NORM) {
+        np.out = in[0];
+        ok     = in[0].dim != 0 || fail("%s normalizes rows that are split", n->name);
+    } else if (n->op == WSP_GGML_OP_SOFT_MAX) {
+        float max_bias = 0.0f;
+        std::memcpy(&max_bias, n->op_params + 1, sizeof(float));
+        const wsp_ggml_tensor * mask = n->src[1];
+        const int               k    = in[0].dim;
+        np.out                       = in[0];
+        if (k == 0 || (k == 2 && max_bias != 0.0f) || n->src[2] != nullptr) {
+            ok = fail("%s: soft_max split along dimension %d", n->name, k);
+        } else if (mask != nullptr && mask->ne[k] != 1) {
+            np.take[1] = slice(k, in[0].ranges);
+            ok         = mask->ne[k] == n->ne[k] || fail("%s: mask broadcast over a split dimension", n->name);
+        }
+    } else {
+        ok = fail("%s (%s) has no rule for a split source", n->name, wsp_ggml_op_name(n->op));
+    }
+    if (!ok) {
+        return false;
+    }
+    // a split result the graph gives out: gathered into the main member's memory at the end
+    np.gather = np.cache == nullptr && np.out.kind == State::SPLIT &&
+                (i == gr_.g->n_nodes - 1 || (n->flags & WSP_GGML_TENSOR_FLAG_OUTPUT));
+    states_[n] = np.out;
+    return true;
+}
+
+bool Planner::run(Plan & p) {
+    p_ = &p;
+    p.nodes.assign(gr_.g->n_nodes, NodePlan{});
+    p.n_origins = 0;
+    std::unordered_map<const wsp_ggml_tensor *, int> readers, as_dst;
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = gr_.g->nodes[i];
+        p.index[n]                = i;
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            readers[n->src[j]] += n->src[j] != nullptr ? 1 : 0;
+            as_dst[n->src[j]] += j == 1 && n->op == WSP_GGML_OP_CPY ? 1 : 0;
+        }
+    }
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = gr_.g->nodes[i];
+        if (n->op == WSP_GGML_OP_VIEW && n->view_src != nullptr && outside(n->view_src) && readers[n] > 0 &&
+            readers[n] == as_dst[n]) {
+            dst_only_.insert(n);
+        }
+    }
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        if (!visit(i, p)) {
+            if (retry_) {
+                return false;
+            }
+            p.why_not = why_;
+            return true;
+        }
+    }
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        if (state_of(gr_.g->nodes[i]).kind == State::PARTIAL) {
+            p.reduce_at_end.push_back(gr_.g->nodes[i]);
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+Plan make_plan(const Graph & graph) {
+    std::unordered_map<int, int64_t> units;
+    // each attempt that does not end raises some origin's unit (at most a few times per node)
+    for (int attempt = 0; attempt < 4 * graph.g->n_nodes + 8; ++attempt) {
+        Plan    p;
+        Planner planner(graph, units);
+        if (planner.run(p)) {
+            return p;
+        }
+    }
+    Plan p;
+    p.why_not = "no split boundaries satisfy every op";
+    return p;
+}
+
+} // namespace wsp::allgpu::tp
