@@ -24,6 +24,21 @@ WSP_GGML_BACKEND_API wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_
 // the device's buffer type, every member its rows of the spread mat-mul weights
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i);
 
+// What tensor parallelism (Note [tensor parallelism] in src/allgpu/tp.h) moved between the
+// members since start, in bytes summed over the members that sent them: the all-reduces of the
+// blocks' partial sums, what the main member sent the others (a graph's inputs, an embedding's
+// rows) and the split results gathered into the main member. Graphs that run with the row split
+// are not in it, nor weights and caches placed once.
+struct wsp_ggml_backend_all_gpu_traffic {
+    size_t all_reduce;    // bytes
+    size_t n_all_reduces; // all-reduces run
+    size_t sent;          // bytes, main member to the others
+    size_t gathered;      // bytes, the others to the main member
+    size_t n_graphs;      // graphs run tensor-parallel
+};
+WSP_GGML_BACKEND_API struct wsp_ggml_backend_all_gpu_traffic wsp_ggml_backend_all_gpu_get_traffic(
+    wsp_ggml_backend_dev_t dev);
+
 #ifdef __cplusplus
 }
 #endif

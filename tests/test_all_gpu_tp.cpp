@@ -26,8 +26,9 @@ using wsp::model::EncoderConfig;
 using wsp::model::EncoderWeights;
 
 struct Encoded {
-    std::vector<float> out;
-    size_t             moved = 0; // bytes between devices in the second evaluation
+    std::vector<float>               out;
+    size_t                           moved = 0; // bytes between devices in the second evaluation
+    wsp_ggml_backend_all_gpu_traffic tp{};      // the device's own count of it
 };
 
 // the encoder on the all-GPU device of n sims (scheduler [all-GPU, CPU], as a client runs it)
@@ -62,8 +63,12 @@ Encoded encode_on_all_sims(const EncoderConfig & cfg, int n_sims) {
     wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
     EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS); // makes the pieces
     const size_t before = wsp_ggml_backend_sim_bytes_copied();
+    const auto   tp0    = wsp_ggml_backend_all_gpu_get_traffic(all);
     EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
-    run.moved = wsp_ggml_backend_sim_bytes_copied() - before;
+    run.moved      = wsp_ggml_backend_sim_bytes_copied() - before;
+    const auto tp1 = wsp_ggml_backend_all_gpu_get_traffic(all);
+    run.tp         = { tp1.all_reduce - tp0.all_reduce, tp1.n_all_reduces - tp0.n_all_reduces, tp1.sent - tp0.sent,
+                       tp1.gathered - tp0.gathered, tp1.n_graphs - tp0.n_graphs };
     // memory: every member but the main one holds its share of the layers' mat-mul weights and a
     // copy of the small ones (norms, biases, the front end, the positional table)
     size_t spread = 0, total = 0;
@@ -123,6 +128,14 @@ void expect_tensor_parallel(const EncoderConfig & cfg, int n_sims) {
     const Encoded run = encode_on_all_sims(cfg, n_sims);
     EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
     EXPECT_EQ(run.moved, expected_bytes(cfg, n_sims)) << cfg.describe() << " over " << n_sims << " sims";
+    // the device's own count: the all-reduces, the mel sent to the others (the scheduler's copy
+    // from the CPU is not the device's)
+    const size_t act = (size_t) cfg.n_ctx * cfg.n_state * sizeof(float);
+    EXPECT_EQ(run.tp.n_graphs, 1u);
+    EXPECT_EQ(run.tp.n_all_reduces, (size_t) (2 * cfg.n_layer));
+    EXPECT_EQ(run.tp.all_reduce, (size_t) (2 * cfg.n_layer) * 2 * (n_sims - 1) * act);
+    EXPECT_EQ(run.tp.sent, (size_t) (n_sims - 1) * 2 * cfg.n_ctx * cfg.n_mels * sizeof(float));
+    EXPECT_EQ(run.tp.gathered, 0u);
 }
 
 TEST(AllGpuTensorParallel, TwoSimsSixHeads) {
@@ -155,6 +168,94 @@ TEST(AllGpuTensorParallel, RowSplitMovesMoreForTheSameResult) {
     const EncoderConfig cfg = small(96, 6);
     const Encoded       run = encode_on_all_sims(cfg, 2);
     EXPECT_GT(run.moved, 2 * expected_bytes(cfg, 2)) << "the row split gathers after every mat-mul";
+}
+
+} // namespace
+} // namespace wsp::test
+
+namespace wsp::test {
+namespace {
+
+// Note [sharded caches]: a graph that writes the split rows of W x into a cache (memory of the
+// device's buffer type outside the graph) keeps the cache sharded on the members; a read from
+// outside (tensor_get) sees every write of every graph, and a clear clears every part.
+TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
+    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    ASSERT_NE(all, nullptr);
+    constexpr int64_t  K = 32, N = 48, SLOTS = 4; // the cache holds SLOTS vectors of N
+    wsp_ggml_context * wctx = wsp_ggml_init({ 8 * wsp_ggml_tensor_overhead(), nullptr, true });
+    wsp_ggml_tensor *  W    = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, N),
+                    *W2     = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, K);
+    wsp_ggml_set_name(W, "W");
+    wsp_ggml_set_name(W2, "W2");
+    wsp_ggml_backend_buffer_t wbuf =
+        wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, wsp_ggml_backend_dev_buffer_type(all));
+    wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    const std::vector<float> w = random_values((size_t) (K * N), 1), w2 = random_values((size_t) (K * N), 2);
+    wsp_ggml_backend_tensor_set(W, w.data(), 0, w.size() * sizeof(float));
+    wsp_ggml_backend_tensor_set(W2, w2.data(), 0, w2.size() * sizeof(float));
+    wsp_ggml_context * cctx  = wsp_ggml_init({ 2 * wsp_ggml_tensor_overhead(), nullptr, true });
+    wsp_ggml_tensor *  cache = wsp_ggml_new_tensor_1d(cctx, WSP_GGML_TYPE_F32, N * SLOTS);
+    wsp_ggml_set_name(cache, "cache");
+    wsp_ggml_backend_buffer_t cbuf =
+        wsp_ggml_backend_alloc_ctx_tensors_from_buft(cctx, wsp_ggml_backend_dev_buffer_type(all));
+    wsp_ggml_backend_buffer_clear(cbuf, 0);
+
+    wsp_ggml_backend_t backend = wsp_ggml_backend_dev_init(all, nullptr);
+    wsp_ggml_backend_t cpu     = wsp_ggml_backend_cpu_init();
+    std::vector<float> expect((size_t) (N * SLOTS), 0.0f);
+    LogCapture         log;
+    for (int slot : { 2, 0 }) {
+        wsp_ggml_context * ctx =
+            wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true });
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, K);
+        wsp_ggml_set_input(x);
+        wsp_ggml_tensor * h = wsp_ggml_mul_mat(ctx, W, x);
+        wsp_ggml_tensor * put =
+            wsp_ggml_cpy(ctx, h, wsp_ggml_view_1d(ctx, cache, N, (size_t) slot * N * sizeof(float)));
+        wsp_ggml_tensor * out = wsp_ggml_mul_mat(ctx, W2, h);
+        wsp_ggml_set_output(out);
+        wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+        wsp_ggml_build_forward_expand(g, put);
+        wsp_ggml_build_forward_expand(g, out);
+        wsp_ggml_backend_t       bs[2] = { backend, cpu };
+        wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
+        ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched, g));
+        const std::vector<float> xv = random_values((size_t) K, 10 + slot);
+        wsp_ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+        ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
+        std::vector<double> hv((size_t) N, 0.0), ov((size_t) K, 0.0);
+        for (int64_t r = 0; r < N; ++r) {
+            for (int64_t c = 0; c < K; ++c) {
+                hv[(size_t) r] += (double) w[(size_t) (r * K + c)] * xv[(size_t) c];
+            }
+            expect[(size_t) (slot * N + r)] = (float) hv[(size_t) r];
+        }
+        for (int64_t r = 0; r < K; ++r) {
+            for (int64_t c = 0; c < N; ++c) {
+                ov[(size_t) r] += (double) w2[(size_t) (r * N + c)] * hv[(size_t) c];
+            }
+        }
+        std::vector<float> got((size_t) K);
+        wsp_ggml_backend_tensor_get(out, got.data(), 0, got.size() * sizeof(float));
+        EXPECT_TRUE(all_close(got, ov, 1e-4, 1e-4, "W2 (W x)"));
+        wsp_ggml_backend_sched_free(sched);
+        wsp_ggml_free(ctx);
+    }
+    EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
+    std::vector<float> got((size_t) (N * SLOTS));
+    wsp_ggml_backend_tensor_get(cache, got.data(), 0, got.size() * sizeof(float)); // made whole from the parts
+    EXPECT_TRUE(all_close(got, std::vector<double>(expect.begin(), expect.end()), 1e-5, 1e-5, "the cache"));
+    wsp_ggml_backend_buffer_clear(cbuf, 0); // clears the parts too
+    wsp_ggml_backend_tensor_get(cache, got.data(), 0, got.size() * sizeof(float));
+    EXPECT_TRUE(all_close(got, std::vector<double>(got.size(), 0.0), 0.0, 0.0, "the cleared cache"));
+    wsp_ggml_backend_free(backend);
+    wsp_ggml_backend_free(cpu);
+    wsp_ggml_backend_buffer_free(cbuf);
+    wsp_ggml_backend_buffer_free(wbuf);
+    wsp_ggml_free(cctx);
+    wsp_ggml_free(wctx);
 }
 
 } // namespace

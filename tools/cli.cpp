@@ -459,16 +459,18 @@ bool place_weights(const EncodeOptions & o, const std::vector<wsp_ggml_backend_d
 }
 
 struct Timing {
-    bool   ok      = false;
-    double best_ms = 1e30, total_ms = 0.0;
-    double moved = 0.0; // bytes to, from and between sim devices per timed evaluation
+    bool                             ok      = false;
+    double                           best_ms = 1e30, total_ms = 0.0;
+    double                           moved = 0.0; // bytes to, from and between sim devices per timed evaluation
+    wsp_ggml_backend_all_gpu_traffic tp{};        // an all-GPU device's tensor-parallel traffic, per evaluation
 };
 
 // one untimed warm-up evaluation (one-time copies: weights spread at first use), then the timed runs
-Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int runs) {
+Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int runs, wsp_ggml_backend_dev_t dev0) {
     Timing t;
     t.ok                = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
     const size_t copied = wsp_ggml_backend_sim_bytes_copied(); // sims count what moves between devices
+    const auto   tp0    = wsp_ggml_backend_all_gpu_get_traffic(dev0);
     for (int r = 0; r < runs && t.ok; ++r) {
         const int64_t t0 = wsp_ggml_time_us();
         t.ok             = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
@@ -476,14 +478,18 @@ Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int run
         t.best_ms        = std::min(t.best_ms, ms);
         t.total_ms += ms;
     }
-    t.moved = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / runs;
+    t.moved       = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / runs;
+    const auto tp = wsp_ggml_backend_all_gpu_get_traffic(dev0);
+    t.tp          = { (tp.all_reduce - tp0.all_reduce) / runs, (tp.n_all_reduces - tp0.n_all_reduces) / runs,
+                      (tp.sent - tp0.sent) / runs, (tp.gathered - tp0.gathered) / runs, (tp.n_graphs - tp0.n_graphs) / runs };
     return t;
 }
 
 // what moved between the sims, and for --mode all what each member holds and the bound of tensor
 // parallelism: two all-reduces of the [n_ctx, n_state] f32 activations per layer, a ring moving
 // 2(N-1)/N of each per device
-void print_moved(const EncodeOptions & o, wsp_ggml_backend_dev_t dev0, double moved) {
+void print_moved(const EncodeOptions & o, wsp_ggml_backend_dev_t dev0, double moved,
+                 const wsp_ggml_backend_all_gpu_traffic & tp) {
     const EncoderConfig & cfg = o.cfg;
     const double          mib = 1048576.0;
     if (o.n_sim > 1) {
@@ -498,6 +504,14 @@ void print_moved(const EncodeOptions & o, wsp_ggml_backend_dev_t dev0, double mo
         const double bound = 2.0 * 2.0 * (double) (n - 1) / (double) n * cfg.n_ctx * cfg.n_state * 4.0;
         std::printf("moved:   %.2f MiB per device per layer (total / %zu); bound per device per layer: %.2f MiB\n",
                     moved / mib / cfg.n_layer / (double) n, n, bound / mib);
+    }
+    if (tp.n_graphs == 0) {
+        std::printf("tensor parallel: not used (the row split ran; WSP_GGML_ALL_GPU_TP=0 or the graph did not fit)\n");
+    } else {
+        const double reduce = (double) tp.all_reduce / mib;
+        std::printf("tensor parallel: %zu all-reduces moving %.2f MiB (%.2f MiB per device per layer), %.2f MiB of "
+                    "inputs sent, %.2f MiB gathered, per evaluation\n",
+                    tp.n_all_reduces, reduce, reduce / (double) n / cfg.n_layer, tp.sent / mib, tp.gathered / mib);
     }
     std::printf("weights: by member");
     for (size_t i = 0; i < n; ++i) {
@@ -529,7 +543,7 @@ int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggm
     const std::vector<float> input = wsp::model::random_mel(cfg, 42);
     wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
     wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
-    const Timing      t   = evaluate(sched, graph, o.runs);
+    const Timing      t   = evaluate(sched, graph, o.runs, dev0);
     if (!t.ok) {
         std::fprintf(stderr, "compute failed\n");
         return 1;
@@ -555,7 +569,7 @@ int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggm
     std::printf("time:    best %.1f ms, mean %.1f ms over %d runs after 1 warm-up, %.1f GFLOP/s, %.0f frames/s\n",
                 t.best_ms, t.total_ms / o.runs, o.runs, wsp::model::encoder_flops(cfg) / (t.best_ms * 1e6),
                 cfg.n_ctx / (t.best_ms / 1000.0));
-    print_moved(o, dev0, t.moved);
+    print_moved(o, dev0, t.moved, t.tp);
     return o.check ? check_result(weights, input, y) : 0;
 }
 

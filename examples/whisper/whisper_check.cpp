@@ -7,6 +7,7 @@
 //     identical token lists.
 // Exit status: 0 when every check passes, 1 when one fails, 2 on bad arguments or a setup failure.
 
+#include "ggml-all-gpu.h"
 #include "ggml-backend.h"
 #include "whisper.h"
 
@@ -174,17 +175,43 @@ std::vector<whisper_token> fixed_sequence(whisper_context * ctx, int n) {
     return seq;
 }
 
+// an all-GPU device's tensor-parallel traffic since `from`, per graph step
+void print_traffic(const char * what, const wsp_ggml_backend_all_gpu_traffic & from,
+                   const wsp_ggml_backend_all_gpu_traffic & t, wsp_ggml_backend_dev_t dev, size_t steps, int n_layer) {
+    const size_t n   = wsp_ggml_backend_all_gpu_member_count(dev);
+    const double kib = 1024.0 * (double) steps;
+    std::printf("tensor parallel, %s: %zu graphs, %zu all-reduces moving %.1f KiB (%.2f KiB per device per layer), "
+                "%.1f KiB sent, %.1f KiB gathered, per %s\n",
+                what, (t.n_graphs - from.n_graphs) / steps, (t.n_all_reduces - from.n_all_reduces) / steps,
+                (double) (t.all_reduce - from.all_reduce) / kib,
+                (double) (t.all_reduce - from.all_reduce) / kib / (double) n / n_layer,
+                (double) (t.sent - from.sent) / kib, (double) (t.gathered - from.gathered) / kib,
+                steps == 1 ? "encode" : "decode step");
+}
+
 bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const std::vector<whisper_token> & seq,
                     int threads, RunResult & r) {
     if (whisper_pcm_to_mel(ctx, pcm.data(), int(pcm.size()), threads) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_pcm_to_mel failed\n");
         return false;
     }
+    // the all-GPU device whisper.cpp picked, if so: its traffic per encode and per decode step
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name(g_log.gpu_backend.c_str());
+    all                        = all != nullptr && wsp_ggml_backend_dev_is_all_gpu(all) ? all : nullptr;
+    if (whisper_encode(ctx, 0, threads) != 0) { // warm-up: one-time placements (weights spread, caches sharded)
+        std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
+        return false;
+    }
+    const auto t_enc      = std::chrono::steady_clock::now();
+    const auto before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
     if (whisper_encode(ctx, 0, threads) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
         return false;
     }
-    const int n_vocab = whisper_n_vocab(ctx);
+    const double ms_enc     = ms_since(t_enc);
+    const auto   before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
+    const auto   t_dec      = std::chrono::steady_clock::now();
+    const int    n_vocab    = whisper_n_vocab(ctx);
     for (size_t i = 0; i < seq.size(); ++i) {
         if (whisper_decode(ctx, &seq[i], 1, int(i), threads) != 0) {
             std::fprintf(stderr, "whisper_check: whisper_decode failed at step %zu\n", i);
@@ -192,6 +219,14 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         }
         const float * l = whisper_get_logits(ctx);
         r.logits.emplace_back(l, l + n_vocab);
+    }
+    std::printf(
+        "timing: encode (conv, encoder, cross K/V; after a warm-up) %.1f ms, decode %.2f ms per step over %zu steps\n",
+        ms_enc, ms_since(t_dec) / (double) seq.size(), seq.size());
+    if (all != nullptr) {
+        print_traffic("encode", before_enc, before_dec, all, 1, whisper_model_n_audio_layer(ctx));
+        print_traffic("decode", before_dec, wsp_ggml_backend_all_gpu_get_traffic(all), all, seq.size(),
+                      whisper_model_n_text_layer(ctx));
     }
     return true;
 }

@@ -85,6 +85,7 @@ struct Device {
     std::map<std::tuple<const wsp_ggml_tensor *, int, PieceKind, int64_t, int64_t>, Piece> pieces;
     std::set<std::string>                                     said; // what the log was told once
     std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
+    wsp_ggml_backend_all_gpu_traffic                          traffic{}; // guarded by mutex
 
     wsp_ggml_backend_dev_t main() const { return members[0]; }
 

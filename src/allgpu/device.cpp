@@ -676,6 +676,15 @@ wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_ggml_backend_dev_t de
     return wsp::allgpu::device_of(dev).members[i];
 }
 
+wsp_ggml_backend_all_gpu_traffic wsp_ggml_backend_all_gpu_get_traffic(wsp_ggml_backend_dev_t dev) {
+    if (!wsp_ggml_backend_dev_is_all_gpu(dev)) {
+        return {};
+    }
+    Device &                              d = wsp::allgpu::device_of(dev);
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    return d.traffic;
+}
+
 size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i) {
     if (i >= wsp_ggml_backend_all_gpu_member_count(dev)) {
         return 0;

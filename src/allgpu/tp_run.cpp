@@ -10,11 +10,12 @@
 namespace wsp::allgpu::tp {
 
 struct Runner::Member {
-    wsp_ggml_backend_t backend = nullptr;
-    wsp_ggml_gallocr_t galloc  = nullptr;
-    wsp_ggml_context * ctx     = nullptr; // this graph's local tensors
-    wsp_ggml_cgraph *  graph   = nullptr;
-    std::vector<int>   ends; // graph->n_nodes at each all-reduce, then at the end
+    wsp_ggml_backend_t   backend = nullptr;
+    wsp_ggml_gallocr_t   galloc  = nullptr;
+    wsp_ggml_context *   ctx     = nullptr; // this graph's local tensors
+    std::vector<uint8_t> ctx_mem, ar_mem;   // the contexts' memory, kept from graph to graph
+    wsp_ggml_cgraph *    graph = nullptr;
+    std::vector<int>     ends; // graph->n_nodes at each all-reduce, then at the end
     std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>     local;
     std::vector<std::pair<const wsp_ggml_tensor *, wsp_ggml_tensor *>> inputs; // main's tensor, its copy here
 
@@ -225,8 +226,9 @@ bool Runner::build(wsp_ggml_cgraph * g, const Plan & plan) {
         mb->local.clear();
         mb->inputs.clear();
         mb->ends.clear();
-        mb->ctx = wsp_ggml_init(
-            { n_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(n_graph, false), nullptr, true });
+        mb->ctx_mem.resize(std::max(mb->ctx_mem.size(), n_tensors * wsp_ggml_tensor_overhead() +
+                                                            wsp_ggml_graph_overhead_custom(n_graph, false)));
+        mb->ctx = wsp_ggml_init({ mb->ctx_mem.size(), mb->ctx_mem.data(), true });
         if (mb->ctx == nullptr) {
             return false;
         }
@@ -296,6 +298,11 @@ bool Runner::build(wsp_ggml_cgraph * g, const Plan & plan) {
 // stream after the work queued there, and its destination's stream waits for it.
 bool Runner::all_reduce(const std::vector<wsp_ggml_tensor *> & parts) {
     const int n_mem = (int) members_.size();
+    {
+        std::lock_guard<std::recursive_mutex> lock(device_.mutex); // both ways move 2 (N-1)/N of it per member
+        device_.traffic.all_reduce += 2 * (size_t) (n_mem - 1) * wsp_ggml_nbytes(parts[0]);
+        device_.traffic.n_all_reduces++;
+    }
     if (fast_all_reduce_ != nullptr &&
         fast_all_reduce_(backends_.data(), const_cast<wsp_ggml_tensor **>(parts.data()), n_mem)) {
         return true;
@@ -374,6 +381,7 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
     if (!build(g, plan)) {
         return WSP_GGML_STATUS_ALLOC_FAILED;
     }
+    size_t sent = 0, gathered = 0; // bytes, for the device's traffic
     // the PARTIAL tensors reduced at each boundary, in order
     std::vector<std::vector<const wsp_ggml_tensor *>> reduce;
     for (const NodePlan & np : plan.nodes) {
@@ -391,11 +399,12 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
         Member & mb = *members_[m];
         wsp_ggml_free(mb.ar_ctx);
         const size_t n_t = n_ar * (4 * n_mem + 4) + 16;
-        mb.ar_ctx =
-            wsp_ggml_init({ n_t * wsp_ggml_tensor_overhead() + n_ar * wsp_ggml_graph_overhead_custom(n_mem + 4, false),
-                            nullptr, true });
+        mb.ar_mem.resize(std::max(mb.ar_mem.size(), n_t * wsp_ggml_tensor_overhead() +
+                                                        n_ar * wsp_ggml_graph_overhead_custom(n_mem + 4, false)));
+        mb.ar_ctx = wsp_ggml_init({ mb.ar_mem.size(), mb.ar_mem.data(), true });
         for (auto & [from, to] : mb.inputs) { // what the graph reads from outside, from the main member
             wsp_ggml_backend_tensor_copy_async(backends_[0], mb.backend, const_cast<wsp_ggml_tensor *>(from), to);
+            sent += wsp_ggml_nbytes(to);
         }
     }
     for (size_t s = 0; s < reduce.size(); ++s) {
@@ -416,6 +425,7 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
             if (plan.nodes[plan.index.at(p)].out.kind == State::MAIN) { // the main member's, to all
                 for (size_t m = 1; m < n_mem; ++m) {
                     wsp_ggml_backend_tensor_copy_async(backends_[0], backends_[m], parts[0], parts[m]);
+                    sent += wsp_ggml_nbytes(parts[m]);
                 }
             } else if (!all_reduce(parts)) {
                 return WSP_GGML_STATUS_FAILED;
@@ -426,7 +436,12 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
         if (!copy_rows(backends_[x.member], backends_[0], x.part, x.dst)) {
             return WSP_GGML_STATUS_FAILED;
         }
+        gathered += wsp_ggml_nbytes(x.part);
     }
+    std::lock_guard<std::recursive_mutex> lock(device_.mutex);
+    device_.traffic.sent += sent;
+    device_.traffic.gathered += gathered;
+    device_.traffic.n_graphs++;
     return WSP_GGML_STATUS_SUCCESS;
 }
 
