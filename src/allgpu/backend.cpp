@@ -28,6 +28,9 @@ struct BackendCtx {
     wsp_ggml_backend_t              cpu   = nullptr;
     wsp_ggml_backend_sched_t        sched = nullptr;
     std::unique_ptr<tp::Runner>     runner; // tensor parallelism (Note [tensor parallelism])
+    // the units plans of alike graphs ended with (by tp::structure_of), so that a decoder's steps
+    // plan in one pass
+    std::unordered_map<uint64_t, std::unordered_map<int, int64_t>> units;
 
     ~BackendCtx() {
         runner.reset();
@@ -112,7 +115,7 @@ bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * 
     tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
     tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
     tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
-    const tp::Plan plan = tp::make_plan(tg);
+    const tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
     if (!plan.ok()) {
         if (!plan.why_not.empty()) {
             d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +

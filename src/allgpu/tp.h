@@ -128,7 +128,12 @@ struct Graph {
     std::function<bool(const wsp_ggml_tensor *)> keepable;
 };
 
-Plan make_plan(const Graph & graph);
+// units: the origins' units to start from (those an alike graph ended with), updated; NULL: none
+Plan make_plan(const Graph & graph, std::unordered_map<int, int64_t> * units = nullptr);
+
+// the graph's structure (ops, types, which node or outside tensor each source is) without shapes:
+// a decoder's graphs are alike from step to step, so their plans start from the same units
+uint64_t structure_of(const wsp_ggml_cgraph * g);
 
 // the storage a tensor's bytes belong to
 inline const wsp_ggml_tensor * root_of(const wsp_ggml_tensor * t) {
@@ -183,6 +188,10 @@ private:
     };
     std::vector<Gather> gathers_;
     bool                all_reduce(const std::vector<wsp_ggml_tensor *> & parts);
+    // member `waiter`'s later work comes after member m's work so far (an event; a synchronize
+    // where the member has none): a copy into m's memory must not land before m is done with it
+    void                                  order_after(int waiter, int m);
+    std::vector<wsp_ggml_backend_event_t> events_; // per member, made on first use
 };
 
 } // namespace wsp::allgpu::tp

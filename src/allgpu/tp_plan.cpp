@@ -594,10 +594,8 @@ bool Planner::run(Plan & p) {
     return true;
 }
 
-} // namespace
-
-Plan make_plan(const Graph & graph) {
-    std::unordered_map<int, int64_t> units;
+// plans from the given units, raising them where an op needs
+Plan plan_from(const Graph & graph, std::unordered_map<int, int64_t> & units) {
     // each attempt that does not end raises some origin's unit (at most a few times per node)
     for (int attempt = 0; attempt < 4 * graph.g->n_nodes + 8; ++attempt) {
         Plan    p;
@@ -609,6 +607,36 @@ Plan make_plan(const Graph & graph) {
     Plan p;
     p.why_not = "no split boundaries satisfy every op";
     return p;
+}
+
+} // namespace
+
+Plan make_plan(const Graph & graph, std::unordered_map<int, int64_t> * units) {
+    std::unordered_map<int, int64_t> own;
+    const bool                       seeded = units != nullptr && !units->empty();
+    Plan                             p      = plan_from(graph, units != nullptr ? *units : own);
+    if (seeded && !p.ok()) { // the units of an alike graph did not suit this one: from the start
+        units->clear();
+        p = plan_from(graph, *units);
+    }
+    return p;
+}
+
+uint64_t structure_of(const wsp_ggml_cgraph * g) {
+    uint64_t                                         h = 1469598103934665603ull; // FNV-1a
+    std::unordered_map<const wsp_ggml_tensor *, int> index;
+    auto                                             mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = g->nodes[i];
+        index[n]                  = i;
+        mix((uint64_t) n->op);
+        mix((uint64_t) n->type);
+        for (const wsp_ggml_tensor * s : n->src) {
+            auto it = s != nullptr ? index.find(s) : index.end();
+            mix(s == nullptr ? 0 : it != index.end() ? (uint64_t) it->second + 1 : (uintptr_t) root_of(s));
+        }
+    }
+    return h;
 }
 
 } // namespace wsp::allgpu::tp

@@ -96,7 +96,28 @@ Runner::Runner(Device & device, std::vector<wsp_ggml_backend_t> members)
         wsp_ggml_backend_reg_get_proc_address(device.member_reg, "wsp_ggml_backend_all_reduce"));
 }
 
-Runner::~Runner() = default;
+Runner::~Runner() {
+    for (wsp_ggml_backend_event_t e : events_) {
+        if (e != nullptr) {
+            wsp_ggml_backend_event_free(e);
+        }
+    }
+}
+
+void Runner::order_after(int waiter, int m) {
+    if (events_.empty()) {
+        events_.resize(members_.size(), nullptr);
+        for (size_t i = 0; i < members_.size(); ++i) {
+            events_[i] = wsp_ggml_backend_event_new(wsp_ggml_backend_get_device(backends_[i]));
+        }
+    }
+    if (events_[m] == nullptr || backends_[waiter]->iface.event_wait == nullptr) {
+        wsp_ggml_backend_synchronize(backends_[m]);
+        return;
+    }
+    wsp_ggml_backend_event_record(events_[m], backends_[m]);
+    wsp_ggml_backend_event_wait(backends_[waiter], events_[m]);
+}
 
 wsp_ggml_tensor * Runner::local_of(int m, const wsp_ggml_tensor * t) {
     Member & mb = *members_[m];
@@ -295,7 +316,11 @@ bool Runner::build(wsp_ggml_cgraph * g, const Plan & plan) {
 // chunk e of every other member into its slots and adds them to its own (so it holds the sum of
 // chunk e), then sends that chunk to every other member. Each member sends and receives
 // 2 (N-1)/N of the tensor, the least an all-reduce can move. Every copy runs on its source's
-// stream after the work queued there, and its destination's stream waits for it.
+// stream after the work queued there, and its destination's stream waits for it; the all-gather
+// also orders each member's next writes into another's slots after that member's sums (a swap of
+// whole parts between two members would save a phase but let the next all-reduce overwrite a
+// slot still being read; the sims' checker caught it). Every member ends with the same bits (one
+// member sums each chunk), so the REPL work after it, done on every member, agrees everywhere.
 bool Runner::all_reduce(const std::vector<wsp_ggml_tensor *> & parts) {
     const int n_mem = (int) members_.size();
     {
@@ -424,6 +449,7 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
             }
             if (plan.nodes[plan.index.at(p)].out.kind == State::MAIN) { // the main member's, to all
                 for (size_t m = 1; m < n_mem; ++m) {
+                    order_after(0, (int) m); // its copy is a leaf there, in memory m may have used before
                     wsp_ggml_backend_tensor_copy_async(backends_[0], backends_[m], parts[0], parts[m]);
                     sent += wsp_ggml_nbytes(parts[m]);
                 }
@@ -431,6 +457,9 @@ wsp_ggml_status Runner::compute(wsp_ggml_cgraph * g, const Plan & plan) {
                 return WSP_GGML_STATUS_FAILED;
             }
         }
+    }
+    for (size_t m = 1; m < n_mem && !gathers_.empty(); ++m) {
+        order_after((int) m, 0); // the main member's memory for the result may have held its earlier tensors
     }
     for (const Gather & x : gathers_) {
         if (!copy_rows(backends_[x.member], backends_[0], x.part, x.dst)) {
