@@ -9,6 +9,7 @@
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
+#include "ggml-sim.h"
 #include "whisper.h"
 
 #include "wav.h"
@@ -202,14 +203,21 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
         return false;
     }
-    const auto t_enc      = std::chrono::steady_clock::now();
-    const auto before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
+    // warm-up of the decoder too (its step 0 is decoded again below)
+    if (whisper_decode(ctx, &seq[0], 1, 0, threads) != 0) {
+        std::fprintf(stderr, "whisper_check: whisper_decode failed\n");
+        return false;
+    }
+    const auto   t_enc      = std::chrono::steady_clock::now();
+    const auto   before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
+    const size_t sim_enc    = wsp_ggml_backend_sim_bytes_copied();
     if (whisper_encode(ctx, 0, threads) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
         return false;
     }
     const double ms_enc     = ms_since(t_enc);
     const auto   before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
+    const size_t sim_dec    = wsp_ggml_backend_sim_bytes_copied(); // sims count every copy
     const auto   t_dec      = std::chrono::steady_clock::now();
     const int    n_vocab    = whisper_n_vocab(ctx);
     for (size_t i = 0; i < seq.size(); ++i) {
@@ -223,6 +231,11 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
     std::printf(
         "timing: encode (conv, encoder, cross K/V; after a warm-up) %.1f ms, decode %.2f ms per step over %zu steps\n",
         ms_enc, ms_since(t_dec) / (double) seq.size(), seq.size());
+    if (wsp_ggml_backend_sim_bytes_copied() > sim_enc) {
+        std::printf("moved (sims): %.1f KiB per encode, %.1f KiB per decode step, to, from and between the sims\n",
+                    (double) (sim_dec - sim_enc) / 1024.0,
+                    (double) (wsp_ggml_backend_sim_bytes_copied() - sim_dec) / 1024.0 / (double) seq.size());
+    }
     if (all != nullptr) {
         print_traffic("encode", before_enc, before_dec, all, 1, whisper_model_n_audio_layer(ctx));
         print_traffic("decode", before_dec, wsp_ggml_backend_all_gpu_get_traffic(all), all, seq.size(),

@@ -109,6 +109,10 @@ using Run = std::function<cudaError_t(const Exec & exec, std::string & message)>
 struct Command {
     std::string what; // for messages
     Run         run;
+    // runs on the worker once the stream no longer counts the command (an event record completes
+    // its event there, so a host woken by it sees the stream idle when nothing followed, as on a
+    // GPU); queued commands only, not a captured graph's nodes
+    std::function<void()> settled = nullptr;
 };
 
 // one record of an event: done when its stream reached it, with the stream's clock then

@@ -165,6 +165,7 @@ void CUstream_st::run() {
             WSP_LOG_ERROR("host target: %s: %s failed: %s (%s)\n", name.c_str(), q.cmd.what.c_str(), message.c_str(),
                           cudaGetErrorName(e));
         }
+        std::function<void()> settled = std::move(q.cmd.settled);
         q = Queued{}; // what the command holds (graph memory, staging) goes before the stream idles
         {
             std::lock_guard<std::mutex> lock(mutex);
@@ -174,6 +175,9 @@ void CUstream_st::run() {
             if (pending_.fetch_sub(1) == 1) {
                 idle_cv_.notify_all();
             }
+        }
+        if (settled) {
+            settled();
         }
     }
 }
@@ -365,12 +369,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
         return cudaSuccess;
     }
     auto      slot  = std::make_shared<Slot>();
+    auto      clock = std::make_shared<race::VectorClock>(); // the stream's when it reached the record
     const int agent = s->agent;
     if (const cudaError_t r = s->submit({ "event record",
-                                          [slot, agent](const Exec &, std::string &) {
-                                              slot->complete(race::checker().clock_of(agent));
+                                          [clock, agent](const Exec &, std::string &) {
+                                              *clock = race::checker().clock_of(agent);
                                               return cudaSuccess;
-                                          } });
+                                          },
+                                          [slot, clock] { slot->complete(*clock); } });
         r != cudaSuccess) {
         return set_last(r);
     }
