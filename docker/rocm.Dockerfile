@@ -12,7 +12,7 @@ FROM rocm/dev-ubuntu-24.04:${ROCM_VERSION}-complete
 
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        cmake ninja-build g++ libgtest-dev hipblas-dev rccl-dev \
+        cmake ninja-build g++ libgtest-dev libcli11-dev hipblas-dev rccl-dev \
     && rm -rf /var/lib/apt/lists/*
 
 ARG HIP_ARCHS="gfx90a;gfx942"

@@ -1,0 +1,43 @@
+#pragma once
+
+// The CLI's subcommands, one file each (devices.cpp, encode.cpp, write_model.cpp), and the
+// options they take once the command line is parsed (tools/cli.cpp). Each prints plain text to
+// stdout, or one JSON object with the same figures when its options ask for JSON, and returns
+// the process's exit status; errors go to stderr.
+
+#include "model/whisper_encoder.h"
+#include "model/whisper_file.h"
+
+#include <string>
+#include <vector>
+
+namespace wsp::cli {
+
+enum class Mode { Split, Layers, All };
+
+struct EncodeOptions {
+    wsp::model::EncoderConfig cfg;
+    int                       n_threads = 2;
+    int                       runs      = 3;
+    bool                      check     = false;
+    bool                      json      = false;
+    std::string               device    = "auto"; // auto (every GPU, else the CPU), cpu, or a device name
+    int                       n_sim     = 0;      // > 0: this many sim devices instead of GPUs
+    Mode                      mode      = Mode::Split;
+    std::vector<float>        tensor_split;     // proportions per device (empty: even)
+    std::string               tensor_split_arg; // as given, for WSP_GGML_TENSOR_SPLIT (--mode all)
+};
+
+// 0; the registered backends, devices and registries
+int cmd_devices(bool json);
+
+// 0, 1 (no device, compute failed, ...) or 2 (--check failed)
+int cmd_encode(const EncodeOptions & o);
+
+// 0, or 1 with a message when the file cannot be written
+int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool json);
+
+// "3,1" -> {3, 1}; every part a non-negative number, at least one positive
+bool parse_split(const std::string & s, std::vector<float> & out);
+
+} // namespace wsp::cli
