@@ -164,11 +164,20 @@ void expect_sum_of_one() {
     EXPECT_FALSE(reduce(p.backends.data(), t.data(), 0));
 }
 
-TEST(CudaNccl, AllReduceSumsOnEveryDevice) {
-    REQUIRE_GPU();
+// the devices an all-reduce spans here; 0 once the one-device case (a sum of one) is checked
+int devices_to_sum() {
     const int n = wsp_ggml_backend_cuda_get_device_count();
     if (n < 2) {
-        expect_sum_of_one(); // one device: nothing to sum with
+        expect_sum_of_one();
+        return 0;
+    }
+    return n;
+}
+
+TEST(CudaNccl, AllReduceSumsOnEveryDevice) {
+    REQUIRE_GPU();
+    const int n = devices_to_sum();
+    if (n == 0) {
         return;
     }
     const wsp_ggml_backend_all_reduce_t reduce = all_reduce_proc();
@@ -217,9 +226,8 @@ TEST(CudaNccl, AllReduceSumsOnEveryDevice) {
 // participants. A single participant is a sum of one: true, nothing changes.
 TEST(CudaNccl, AllReduceRefusesWhatItCannotSum) {
     REQUIRE_GPU();
-    const int n = wsp_ggml_backend_cuda_get_device_count();
-    if (n < 2) {
-        expect_sum_of_one(); // one device: nothing to sum with
+    const int n = devices_to_sum();
+    if (n == 0) {
         return;
     }
     const wsp_ggml_backend_all_reduce_t reduce = all_reduce_proc();
