@@ -226,12 +226,32 @@ void apply_write_model(CLI::App & cmd, WriteModelOptions & w) {
 
 } // namespace
 
+// the library's log: warnings and errors always, info (such as "CUDA: no usable GPU" on a machine
+// with the toolkit and no driver) with --verbose; a continuation follows its message
+struct LogFilter {
+    bool verbose = false;
+    bool showing = true; // the last message's fate, for its continuations
+};
+
+void log_filtered(wsp_ggml_log_level level, const char * text, void * user_data) {
+    LogFilter & f = *static_cast<LogFilter *>(user_data);
+    if (level != WSP_GGML_LOG_LEVEL_CONT) {
+        f.showing = f.verbose || level >= WSP_GGML_LOG_LEVEL_WARN;
+    }
+    if (f.showing) {
+        std::fputs(text, stderr);
+    }
+}
+
 int main(int argc, char ** argv) {
     wsp_ggml_time_init();
+    static LogFilter log_filter;
+    wsp_ggml_log_set(log_filtered, &log_filter);
     CLI::App app{ "wsp-ggml-cli: the wsp-ggml backends, the whisper-shaped encoder on them, and whisper.cpp model "
                   "files with random weights",
                   "wsp-ggml-cli" };
     app.require_subcommand(1);
+    app.add_flag("-v,--verbose", log_filter.verbose, "the library's info messages too (warnings and errors always)");
     // a repeated option keeps its last value, as the hand-written parser did
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
 
