@@ -13,7 +13,11 @@
 // soft_max_ext, flash_attn_ext) runs on each member's own heads. A mat-mul whose weight is
 // spreadable and whose input is SPLIT on dim 0 (the weight's columns) takes the weight's columns
 // by the same ranges: its result is PARTIAL, and one all-reduce makes it REPL before its first
-// reader. So a whisper block moves two all-reduces of [n_state, n_tokens] and nothing else.
+// reader. So a whisper encoder layer moves two all-reduces of [n_state, n_tokens] and nothing
+// else (a decoder layer three: its cross-attention is a block of its own). A split result the
+// graph gives out (its last node, an output) is gathered into the main member's memory; a node
+// that reads few rows of a big table (get_rows of an embedding) runs on the main member alone
+// (MAIN) and is sent to the others, so the table is not copied to every member.
 //
 // Units: an origin's ranges are whole multiples of a unit (initially 1 row). When a later op
 // needs coarser boundaries (a reshape into heads needs whole heads, a column split of a quantized
@@ -21,8 +25,8 @@
 // starts again; ranges follow tensor_split per unit.
 //
 // A graph that does not fit (a split tensor read whole, a write into memory outside the graph
-// such as a KV cache, an op without a split rule) gets no plan, and the reason: the caller runs
-// it with the row split instead and logs that once.
+// that is not a cache in the device's own buffers, an op without a split rule) gets no plan, and
+// the reason: the caller runs it with the row split instead and logs that once.
 
 #include "ggml.h"
 
