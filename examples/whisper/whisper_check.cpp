@@ -29,17 +29,18 @@ struct Options {
     std::string model;
     std::string wav;
     std::string expect_device;
-    bool        flash    = false;
-    int         threads  = 2;
-    int         tokens   = 10;
-    double      nmse_max = 1e-6;
-    bool        verbose  = false;
+    bool        flash     = false;
+    int         threads   = 2;
+    int         tokens    = 10;
+    double      nmse_max  = 1e-6;
+    bool        verbose   = false;
+    bool        expect_tp = false; // every encoder, cross and decoder graph tensor-parallel
 };
 
 void usage() {
     std::fprintf(stderr,
                  "usage: whisper_check --model M --wav W [--flash] [--expect-device NAME] [--threads N] [--tokens N]\n"
-                 "                     [--nmse-max X] [--verbose]\n"
+                 "                     [--nmse-max X] [--expect-tensor-parallel] [--verbose]\n"
                  "  --model M             whisper.cpp model file (ggml format)\n"
                  "  --wav W               16-bit PCM WAV, any rate, mono or stereo\n"
                  "  --flash               flash attention in every context\n"
@@ -47,6 +48,8 @@ void usage() {
                  "  --threads N           CPU threads (2)\n"
                  "  --tokens N            ordinary tokens after the 4-token prompt; greedy max_tokens (10)\n"
                  "  --nmse-max X          per-step logits NMSE threshold (1e-6)\n"
+                 "  --expect-tensor-parallel  fail unless the all-GPU device ran the encoder, cross and every\n"
+                 "                        decoder graph tensor-parallel (none fell back to the row split)\n"
                  "  --verbose             whisper.cpp's and ggml's info log\n");
 }
 
@@ -68,6 +71,8 @@ bool parse_args(int argc, char ** argv, Options & o) {
             o.flash = true;
         } else if (a == "--verbose") {
             o.verbose = true;
+        } else if (a == "--expect-tensor-parallel") {
+            o.expect_tp = true;
         } else if (a == "--model" && has_next) {
             o.model = argv[++i];
         } else if (a == "--wav" && has_next) {
@@ -158,6 +163,7 @@ struct RunResult {
     std::string                     text;
     std::string                     gpu_backend; // what whisper.cpp said it initialised, "" for none
     int                             n_audio_ctx = 0;
+    size_t tp_encode_graphs = 0, tp_decode_graphs = 0, steps = 0; // graphs the all-GPU device ran tensor-parallel
 };
 
 // The fixed sequence: SOT, language "en" (multilingual models), transcribe, no-timestamps, then n
@@ -236,7 +242,10 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
                     (double) (sim_dec - sim_enc) / 1024.0,
                     (double) (wsp_ggml_backend_sim_bytes_copied() - sim_dec) / 1024.0 / (double) seq.size());
     }
+    r.steps = seq.size();
     if (all != nullptr) {
+        r.tp_encode_graphs = before_dec.n_graphs - before_enc.n_graphs;
+        r.tp_decode_graphs = wsp_ggml_backend_all_gpu_get_traffic(all).n_graphs - before_dec.n_graphs;
         print_traffic("encode", before_enc, before_dec, all, 1, whisper_model_n_audio_layer(ctx));
         print_traffic("decode", before_dec, wsp_ggml_backend_all_gpu_get_traffic(all), all, seq.size(),
                       whisper_model_n_text_layer(ctx));
@@ -428,6 +437,12 @@ int main(int argc, char ** argv) {
     std::printf("greedy tokens: %s\n", tokens_ok ? "identical" : "FAIL (differ or empty)");
     ok = ok && tokens_ok;
 
+    if (o.expect_tp) { // the encoder and cross graphs (the conv graph has no mat-mul to shard) and every step
+        const bool tp_ok = dev.tp_encode_graphs >= 2 && dev.tp_decode_graphs == dev.steps;
+        std::printf("tensor parallel: %zu encode graphs, %zu of %zu decode steps: %s\n", dev.tp_encode_graphs,
+                    dev.tp_decode_graphs, dev.steps, tp_ok ? "ok" : "FAIL (a graph fell back to the row split)");
+        ok = ok && tp_ok;
+    }
     std::printf("SUMMARY: %s device=%s flash=%s steps=%zu max_nmse=%.3e tokens=%zu %s\n", ok ? "PASS" : "FAIL",
                 used.c_str(), o.flash ? "on" : "off", cpu.logits.size(), nmse.worst, cpu.tokens.size(),
                 tokens_ok ? "identical" : "differ");

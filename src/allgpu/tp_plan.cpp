@@ -222,6 +222,7 @@ private:
         for (Range & r : s.ranges) {
             r = { r.first * num / den, r.second * num / den };
         }
+        s.fixed_unit = s.fixed_unit * num / den; // a kept cache's unit, in the new dim's elements
     }
 
     bool reshape(const State & s, const int64_t * from, const int64_t * to, State & out);

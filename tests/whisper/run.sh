@@ -72,6 +72,9 @@ build() {
     # the same with 8 heads (of 48), which 3 devices do not divide: heads split across devices
     step "$work/model-h8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-h8-f16.bin" \
         --size tiny --type f16 --seed 1 --audio-ctx 200 --heads 8
+    # Q8_0 weights, for the column split in whole blocks
+    step "$work/model-q8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-q8_0.bin" \
+        --size tiny --type q8_0 --seed 1 --audio-ctx 200
     step "$work/espeak.log" espeak-ng -w "$work/clip.wav" "The quick brown fox jumps over the lazy dog."
     # the batch: three clips and one unreadable file
     rm -rf "$work/batch"
