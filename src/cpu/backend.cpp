@@ -25,11 +25,38 @@ namespace {
 
 using wsp::cpu::ThreadPool;
 
+// Scratch for the kernels (graph_work_size: the largest node's need). Never zero-filled: the
+// kernels write before they read, and pages a graph does not reach stay unmapped instead of
+// adding to the process's resident memory.
+class WorkBuffer {
+public:
+    // at least `need` bytes; false (logged) when they cannot be allocated, keeping the old buffer
+    bool reserve(size_t need) {
+        if (need <= size_) {
+            return true;
+        }
+        std::unique_ptr<uint8_t[]> grown(new (std::nothrow) uint8_t[need]);
+        if (!grown) {
+            WSP_LOG_ERROR("CPU backend: cannot allocate a work buffer of %zu bytes\n", need);
+            return false;
+        }
+        data_ = std::move(grown);
+        size_ = need;
+        return true;
+    }
+    uint8_t * data() const { return data_.get(); }
+    size_t    size() const { return size_; }
+
+private:
+    std::unique_ptr<uint8_t[]> data_;
+    size_t                     size_ = 0;
+};
+
 struct CpuBackend {
     int                         n_threads = 1;
     std::unique_ptr<ThreadPool> own_pool;
     wsp_ggml_threadpool *       user_pool = nullptr;
-    std::vector<uint8_t>        work;
+    WorkBuffer                  work;
     wsp_ggml_abort_callback     abort_cb   = nullptr;
     void *                      abort_data = nullptr;
 
@@ -50,21 +77,16 @@ struct CpuBackend {
         ThreadPool * tp      = pool();
         const int    threads = tp ? tp->n_threads() : 1;
         const size_t need    = wsp::cpu::graph_work_size(graph, threads);
-        if (work.size() < need) {
-            try {
-                work.resize(need);
-            } catch (const std::bad_alloc &) {
-                WSP_LOG_ERROR("CPU backend: cannot allocate a work buffer of %zu bytes\n", need);
-                return WSP_GGML_STATUS_ALLOC_FAILED;
-            }
+        if (!work.reserve(need)) {
+            return WSP_GGML_STATUS_ALLOC_FAILED;
         }
         return wsp::cpu::graph_compute(graph, tp, threads, work.data(), work.size(), abort_cb, abort_data);
     }
 };
 
 struct CpuPlan {
-    wsp_ggml_cgraph      graph;
-    std::vector<uint8_t> work;
+    wsp_ggml_cgraph graph;
+    WorkBuffer      work;
 };
 
 wsp_ggml_guid cpu_guid = { 0x43, 0x2f, 0x5a, 0x1e, 0x77, 0x09, 0x4c, 0xb2,
@@ -91,7 +113,10 @@ wsp_ggml_backend_graph_plan_t plan_create(wsp_ggml_backend_t backend, const wsp_
     }
     plan->graph     = *cgraph;
     ThreadPool * tp = ctx->pool();
-    plan->work.resize(wsp::cpu::graph_work_size(cgraph, tp ? tp->n_threads() : 1));
+    if (!plan->work.reserve(wsp::cpu::graph_work_size(cgraph, tp ? tp->n_threads() : 1))) {
+        delete plan;
+        return nullptr;
+    }
     return plan;
 }
 
@@ -103,7 +128,7 @@ void plan_update(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t p, co
     auto *       plan = static_cast<CpuPlan *>(p);
     ThreadPool * tp   = ctx_of(backend)->pool();
     plan->graph       = *cgraph;
-    plan->work.resize(std::max(plan->work.size(), wsp::cpu::graph_work_size(cgraph, tp ? tp->n_threads() : 1)));
+    (void) plan->work.reserve(wsp::cpu::graph_work_size(cgraph, tp ? tp->n_threads() : 1)); // else compute reports it
 }
 
 wsp_ggml_status plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t p) {
@@ -112,8 +137,8 @@ wsp_ggml_status plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_
     ThreadPool * tp   = ctx->pool();
     // the thread count may have changed since the plan was made, and with it the scratch size
     const size_t need = wsp::cpu::graph_work_size(&plan->graph, tp ? tp->n_threads() : 1);
-    if (plan->work.size() < need) {
-        plan->work.resize(need);
+    if (!plan->work.reserve(need)) {
+        return WSP_GGML_STATUS_ALLOC_FAILED;
     }
     return wsp::cpu::graph_compute(&plan->graph, tp, tp ? tp->n_threads() : 1, plan->work.data(), plan->work.size(),
                                    ctx->abort_cb, ctx->abort_data);

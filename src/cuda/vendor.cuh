@@ -11,6 +11,8 @@
 //   WSP_GPU_HAS_BLAS                                         cuBLAS's names exist (cuBLAS, hipBLAS);
 //                                                           0: our own GEMM serves every float mat-mul
 //   WSP_GPU_BLAS_SET_WORKSPACE                               the BLAS takes a workspace of ours
+//   wsp::gpu::blas_available()                               the BLAS could be loaded (cuda opens
+//                                                           cuBLAS on first use, Note [lazy cuBLAS])
 //   WSP_GPU_HAS_MEMCPY_3D_PEER                               cudaMemcpy3DPeerAsync exists
 //   WSP_DYNAMIC_SHARED(type, name)                          the block's dynamic shared memory
 //   wsp::gpu::launch(kernel, grid, block, shmem, stream, args...)   the one kernel launch

@@ -196,6 +196,11 @@ __host__ __device__ __forceinline__ wsp_hip_bfloat16 wsp_hip_float_to_bf16(float
 
 namespace wsp::gpu {
 
+// hipBLAS is linked where found (Note [lazy cuBLAS] is the cuda vendor's)
+inline bool blas_available() {
+    return WSP_GPU_HAS_BLAS != 0;
+}
+
 // the only kernel launch of the sources (clang's HIP takes the triple chevrons)
 template <typename... P, typename... A>
 inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A &&... args) {

@@ -88,7 +88,7 @@ bool own_gemm_wanted() {
         const char * env = std::getenv("WSP_GGML_CUDA_OWN_GEMM");
         return env != nullptr && std::atoi(env) != 0;
     }();
-    return on;
+    return on || !wsp::gpu::blas_available();
 }
 
 bool mul_mat_own_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t) {

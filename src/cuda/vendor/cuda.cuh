@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cublas_lazy.h" // cuBLAS opened on first use (Note [lazy cuBLAS])
+
 #ifdef WSP_GGML_USE_NCCL
 #    include <nccl.h>
 #endif

@@ -35,6 +35,11 @@
 
 namespace wsp::gpu {
 
+// the BLAS is linked (Note [lazy cuBLAS] is the cuda vendor's)
+inline bool blas_available() {
+    return true;
+}
+
 // The arguments are converted to the kernel's parameter types when the launch is queued (as
 // CUDA copies them then), and every thread of the grid calls the kernel with them.
 template <typename... P, typename... A>
