@@ -1,7 +1,8 @@
 // The dot_float path (few b rows with float weights, or narrow weights of any type, converted
 // row by row): b rows are converted to F32 once per node (phase 1), then each item dots WB weight
-// rows with up to RB b rows at a time, reading each weight vector once per RB rows. Every output
-// owns one vector accumulator, so its value does not depend on how rows are grouped or split.
+// rows with up to RB b rows at a time, reading each weight vector once per RB rows. An output's
+// accumulators depend on the tile's b rows alone (accumulators_per_output), so its value does not
+// depend on how weight rows are grouped or split.
 
 #include "mul_mat_dot.h"
 
@@ -75,9 +76,21 @@ struct LoadBF16 {
 #endif
 };
 
-// out[i * RB + r] = sum_k w_i[k] * x_r[k] for i < W, r < R; x_r = x + r * K
+// Accumulators per output: a tile of few b rows would make every FMA wait for the previous one
+// into the same register (latency 4-5 cycles, two FMA ports), so the outputs of tiles with R <= 2
+// b rows keep U = 2 accumulators, for even and odd vectors of k, summed in that order at the end.
+// U depends on R alone, never on W: a weight row gets the same rounding in a tile of one weight
+// row and in a tile of WB, so a weight split by rows over devices computes as the whole.
+template <int R>
+constexpr int accumulators_per_output() {
+    return R <= 2 ? 2 : 1;
+}
+
+// out[i * RB + r] = sum_k w_i[k] * x_r[k] for i < W, r < R; x_r = x + r * K. ahead > 0: the
+// weights ahead elements past each row are read next (the next tile's rows) and are prefetched.
 template <class L, int W, int R>
-void dot_tile(const void * const * wrows, const float * x, int64_t K, float * out) {
+void dot_tile(const void * const * wrows, const float * x, int64_t K, int64_t ahead, float * out) {
+    constexpr int         U = accumulators_per_output<R>();
     const typename L::T * w[W];
     for (int i = 0; i < W; ++i) {
         w[i] = static_cast<const typename L::T *>(wrows[i]);
@@ -85,50 +98,86 @@ void dot_tile(const void * const * wrows, const float * x, int64_t K, float * ou
     float   sum[W][R];
     int64_t k = 0;
 #if defined(__AVX512F__)
-    __m512      acc[W][R];
-#    pragma GCC unroll 16
-    for (int i = 0; i < W * R; ++i) {
-        acc[i / R][i % R] = _mm512_setzero_ps();
-    }
-    for (; k + 16 <= K; k += 16) {
-        __m512 wv[W];
-#    pragma GCC unroll 4
-        for (int i = 0; i < W; ++i) {
-            wv[i] = L::v16(w[i], k);
-        }
-#    pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            const __m512 xv = _mm512_loadu_ps(x + r * K + k);
-#    pragma GCC unroll 4
-            for (int i = 0; i < W; ++i) {
-                acc[i][r] = _mm512_fmadd_ps(wv[i], xv, acc[i][r]);
-            }
-        }
-    }
-    for (int i = 0; i < W * R; ++i) {
-        sum[i / R][i % R] = hsum512(acc[i / R][i % R]);
-    }
+    constexpr int VL = 16;
+    using V          = __m512;
+    const auto load  = [](const typename L::T * p, int64_t at) { return L::v16(p, at); };
+    const auto loadx = [](const float * p) { return _mm512_loadu_ps(p); };
+    const auto fma   = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
+    const auto add   = [](V a, V b) { return _mm512_add_ps(a, b); };
+    const auto hsum  = [](V a) { return hsum512(a); };
+    const auto zero  = [] { return _mm512_setzero_ps(); };
+#    define WSP_DOT_TILE_SIMD 1
 #elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc[W][R];
-    for (int i = 0; i < W * R; ++i) {
-        acc[i / R][i % R] = _mm256_setzero_ps();
+    constexpr int VL = 8;
+    using V          = __m256;
+    const auto load  = [](const typename L::T * p, int64_t at) { return L::v8(p, at); };
+    const auto loadx = [](const float * p) { return _mm256_loadu_ps(p); };
+    const auto fma   = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
+    const auto add   = [](V a, V b) { return _mm256_add_ps(a, b); };
+    const auto hsum  = [](V a) { return hsum256(a); };
+    const auto zero  = [] { return _mm256_setzero_ps(); };
+#    define WSP_DOT_TILE_SIMD 1
+#endif
+#if defined(WSP_DOT_TILE_SIMD)
+#    undef WSP_DOT_TILE_SIMD
+    V           acc[U][W][R];
+#    pragma GCC unroll 32
+    for (int i = 0; i < U * W * R; ++i) {
+        acc[i / (W * R)][i / R % W][i % R] = zero();
     }
-    for (; k + 8 <= K; k += 8) {
-        __m256 wv[W];
-        for (int i = 0; i < W; ++i) {
-            wv[i] = L::v8(w[i], k);
-        }
-        for (int r = 0; r < R; ++r) {
-            const __m256 xv = _mm256_loadu_ps(x + r * K + k);
+    // U vectors of k per step, each into its own accumulators
+    for (; k + U * VL <= K; k += U * VL) {
+        // Note [weight prefetch]: each of the W rows is a stream of its own; a DRAM-resident weight
+        // read as W short streams at once trains the hardware prefetcher too late, so the rows of
+        // the next tile are requested while this one computes
+        if (ahead > 0) {
+#    pragma GCC unroll 4
             for (int i = 0; i < W; ++i) {
-                acc[i][r] = _mm256_fmadd_ps(wv[i], xv, acc[i][r]);
+                _mm_prefetch(reinterpret_cast<const char *>(w[i] + ahead + k), _MM_HINT_T0);
+            }
+        }
+#    pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) {
+            V wv[W];
+#    pragma GCC unroll 4
+            for (int i = 0; i < W; ++i) {
+                wv[i] = load(w[i], k + u * VL);
+            }
+#    pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                const V xv = loadx(x + r * K + k + u * VL);
+#    pragma GCC unroll 4
+                for (int i = 0; i < W; ++i) {
+                    acc[u][i][r] = fma(wv[i], xv, acc[u][i][r]);
+                }
             }
         }
     }
-    for (int i = 0; i < W * R; ++i) {
-        sum[i / R][i % R] = hsum256(acc[i / R][i % R]);
+    // a last whole vector goes to the first accumulators
+    for (; k + VL <= K; k += VL) {
+        V wv[W];
+        for (int i = 0; i < W; ++i) {
+            wv[i] = load(w[i], k);
+        }
+        for (int r = 0; r < R; ++r) {
+            const V xv = loadx(x + r * K + k);
+            for (int i = 0; i < W; ++i) {
+                acc[0][i][r] = fma(wv[i], xv, acc[0][i][r]);
+            }
+        }
+    }
+    for (int i = 0; i < W; ++i) {
+        for (int r = 0; r < R; ++r) {
+            V a = acc[0][i][r];
+            for (int u = 1; u < U; ++u) {
+                a = add(a, acc[u][i][r]);
+            }
+            sum[i][r] = hsum(a);
+        }
     }
 #else
+    (void) U;
+    (void) ahead;
     for (int i = 0; i < W * R; ++i) {
         sum[i / R][i % R] = 0.0f;
     }
@@ -148,7 +197,7 @@ void dot_tile(const void * const * wrows, const float * x, int64_t K, float * ou
     }
 }
 
-using TileFn = void (*)(const void * const *, const float *, int64_t, float *);
+using TileFn = void (*)(const void * const *, const float *, int64_t, int64_t, float *);
 
 // [0][R - 1]: one weight row, [1][R - 1]: WB weight rows
 template <class L, size_t... I>
@@ -174,6 +223,8 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const f
     const auto &  tiles    = tiles_for(in_place ? g.a->type : WSP_GGML_TYPE_F32);
     const float * xb       = xs + batch * g.M * g.K;
     float         out[WB * RB];
+    // in place, the next tile's rows lie w row strides on (a prefetch never faults, even past the end)
+    const int64_t stride = in_place ? (int64_t) (g.a->nb[1] / wsp_ggml_type_size(g.a->type)) : 0;
     for (int64_t i = i0; i < i1;) {
         const int    w = i1 - i >= WB ? WB : 1;
         const void * rows[WB];
@@ -193,7 +244,8 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const f
         }
         for (int64_t m = 0; m < g.M; m += RB) {
             const int r = (int) (g.M - m < RB ? g.M - m : RB);
-            tiles[w == WB ? 1 : 0][r - 1](rows, xb + m * g.K, g.K, out);
+            // the first pass over these rows brings them in; later passes find them in the cache
+            tiles[w == WB ? 1 : 0][r - 1](rows, xb + m * g.K, g.K, m == 0 ? 2 * w * stride : 0, out);
             for (int j = 0; j < w; ++j) {
                 for (int q = 0; q < r; ++q) {
                     *g.dst_at(i + j, m + q, batch) = out[j * RB + q];

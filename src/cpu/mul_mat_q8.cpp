@@ -20,8 +20,9 @@ namespace wsp::cpu::mm {
 
 namespace {
 
-constexpr int QK = 32;
-constexpr int RQ = 8; // b rows per tile: RQ accumulators + the decoded block in 16 registers
+constexpr int QK       = 32;
+constexpr int RQ       = 8;    // b rows per tile: RQ accumulators + the decoded block in 16 registers
+constexpr int PREFETCH = 1024; // bytes ahead of the weight block being read
 
 struct BlockQ8 {
     float  d; // scale
@@ -237,6 +238,9 @@ void q8_tile(const void * wrow, const BlockQ8 * const * x, int64_t nb, float * o
     }
     int64_t ib = 0;
     for (; ib + U <= nb; ib += U) {
+        // Note [weight prefetch] (mul_mat_dot.cpp): the weight streams from memory; ask for it
+        // PREFETCH bytes before it is needed
+        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
 #    pragma GCC unroll 2
         for (int j = 0; j < U; ++j) {
             q8_block<Q, R>(w[ib + j], x, ib + j, acc[j], bias[j]);
