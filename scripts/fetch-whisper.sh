@@ -7,10 +7,12 @@
 # Environment: WHISPER_RN_DIR (the destination), WHISPER_RN_TGZ (a tarball already downloaded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+npm_fetch_tag=fetch-whisper
+# shellcheck source=scripts/npm-fetch.sh
+source scripts/npm-fetch.sh
 
 version=0.4.3
 tarball=whisper.rn-$version.tgz
-url=https://registry.npmjs.org/whisper.rn/-/$tarball
 # `npm view whisper.rn@0.4.3 dist.integrity`
 integrity=sha512-isvW9AAtY73l7yvH5u9MzR8J1T4O1J8XXjbYZwiEjQaisoWW25gkiDgYeSK69NmY/RUuPNC+G8iJB76oKCQk5w==
 dest=${WHISPER_RN_DIR:-.third_party/whisper.rn-$version}
@@ -48,30 +50,11 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ -n "${WHISPER_RN_TGZ:-}" ]; then
-    [ -f "$WHISPER_RN_TGZ" ] || fail "WHISPER_RN_TGZ=$WHISPER_RN_TGZ is not a file"
-    cp "$WHISPER_RN_TGZ" "$work/$tarball"
-elif command -v npm >/dev/null && npm pack "whisper.rn@$version" --pack-destination "$work" --loglevel=error >"$work/npm.log" 2>&1 &&
-    [ -f "$work/$tarball" ]; then
-    echo "fetch-whisper: downloaded $tarball with npm pack"
-else
-    if command -v npm >/dev/null; then
-        echo "fetch-whisper: npm pack whisper.rn@$version failed:"
-        tail -n 5 "$work/npm.log"
-    fi
-    command -v curl >/dev/null || fail "could not download whisper.rn $version: needs npm or curl (or WHISPER_RN_TGZ=<tarball>)"
-    echo "fetch-whisper: downloading $url with curl"
-    curl -fsSL --retry 3 -o "$work/$tarball" "$url" || fail "could not download $url"
+if [ -n "${WHISPER_RN_TGZ:-}" ] && [ ! -f "$WHISPER_RN_TGZ" ]; then
+    fail "WHISPER_RN_TGZ=$WHISPER_RN_TGZ is not a file"
 fi
-
-# npm's integrity is the base64 of the binary digest: hex to bytes by printf's \x escapes
-hex=$(sha512sum "$work/$tarball" | cut -d' ' -f1)
-escaped=""
-for ((i = 0; i < ${#hex}; i += 2)); do
-    escaped+="\\x${hex:i:2}"
-done
-got=sha512-$(printf '%b' "$escaped" | base64 -w0)
-[ "$got" = "$integrity" ] || fail "$tarball has integrity $got, expected $integrity: refusing it"
+npm_fetch whisper.rn "$version" "$integrity" "$work/$tarball" "${WHISPER_RN_TGZ:-}" ||
+    fail "could not get a verified $tarball (npm or curl, or WHISPER_RN_TGZ=<tarball>)"
 
 paths=()
 for entry in "${files[@]}"; do

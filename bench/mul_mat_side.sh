@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Small-batch mul_mat side by side: bench/mul_mat_small.cpp on our CPU backend and on the ggml that
+# whisper.rn 0.4.3 ("shipped") and 0.7.3 ("upstream") carry (bench/peers), each in its own process,
+# with weights from DRAM. Prints GFLOP/s per weight type and batch M for ours | shipped | upstream |
+# OpenBLAS sgemm (F32, from our build), ours/upstream, and at M=1 the fraction of the measured memory
+# bandwidth each reaches; writes WORK/mul_mat_side.json with every program's JSON in WORK.
+#   bench/mul_mat_side.sh [BUILD_DIR [WORK]]
+# BUILD_DIR: our build tree (default build/release; mul_mat_small is built there, -j2); the peers
+# build in build/peers-VERSION (shared with bench/whisper_side.sh). WORK: default build/mul-mat-side.
+# Environment: TYPES (default f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1), MS (1,2,4,8,16), SHAPES
+# (1280x5120; e.g. 1280x5120,5120x1280), RUNS (5), THREADS (2), ROUNDS (1: passes over the builds, the
+# order alternating, best figure kept), QUIET_WAIT (seconds to wait before each program for the machine
+# to be idle; default 0), BUILD_OURS=0 (don't build BUILD_DIR).
+set -euo pipefail
+src_dir=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=$(realpath "${1:-$src_dir/build/release}")
+work=$(realpath -m "${2:-$src_dir/build/mul-mat-side}")
+types=${TYPES:-f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1}
+ms=${MS:-1,2,4,8,16}
+shapes=${SHAPES:-1280x5120}
+runs=${RUNS:-5}
+threads=${THREADS:-2}
+rounds=${ROUNDS:-1}
+quiet_wait=${QUIET_WAIT:-0}
+ncpu=$(nproc)
+
+fail() {
+    echo "mul_mat_side: $*" >&2
+    exit 1
+}
+step() { # log, command...
+    local log=$1
+    shift
+    "$@" >"$log" 2>&1 || { tail -n 30 "$log" >&2; fail "failed: $* (log: $log)"; }
+}
+[ -f "$build_dir/CMakeCache.txt" ] || fail "$build_dir is not a wsp-ggml build tree"
+mkdir -p "$work"
+
+if [ "${BUILD_OURS:-1}" != 0 ]; then
+    if ! cmake --build "$build_dir" --parallel 2 --target mul_mat_small >"$work/build-ours.log" 2>&1; then
+        echo "mul_mat_side: building $build_dir failed; retrying in a minute" >&2
+        sleep 60
+        step "$work/build-ours.log" cmake --build "$build_dir" --parallel 2 --target mul_mat_small
+    fi
+fi
+declare -A bin=([ours]=$build_dir/bench/mul_mat_small)
+[ -x "${bin[ours]}" ] || fail "no ${bin[ours]}"
+for entry in "shipped 0.4.3" "upstream 0.7.3"; do
+    read -r name version <<<"$entry"
+    peer=$src_dir/.third_party/peers/whisper.rn-$version
+    pbuild=$src_dir/build/peers-$version
+    if [ ! -f "$peer/ggml.c" ]; then
+        echo "mul_mat_side: no $peer (scripts/fetch-peers.sh): $name is left out" >&2
+        continue
+    fi
+    if [ ! -f "$pbuild/CMakeCache.txt" ]; then
+        step "$work/configure-$name.log" cmake -S "$src_dir/bench/peers" -B "$pbuild" -G Ninja -DPEER_DIR="$peer"
+    fi
+    step "$work/build-$name.log" cmake --build "$pbuild" --parallel 2 --target mul_mat_small
+    bin[$name]=$pbuild/mul_mat_small
+done
+
+# others_busy: the CPU time the machine spent over half a second while this script slept, in percent
+# of one core (/proc/stat: user, nice, system, irq, softirq over all but idle and iowait)
+others_busy() {
+    local a b
+    read -r -a a < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+    sleep 0.5
+    read -r -a b < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+    echo $(((b[0] - a[0]) * 100 * ncpu / (b[1] - a[1] > 0 ? b[1] - a[1] : 1)))
+}
+# wait_quiet: waits (up to QUIET_WAIT seconds) for others_busy to fall to 20% of a core; prints it
+wait_quiet() {
+    local waited=0 busy
+    busy=$(others_busy)
+    while ((busy > 20 && waited < quiet_wait)); do
+        sleep 5
+        waited=$((waited + 5))
+        busy=$(others_busy)
+    done
+    echo "$busy"
+}
+
+# the results, keyed "build|impl|type|k|n|m": best GFLOP/s over the rounds, its bandwidth fraction and
+# weight buffer type; one process per build and type, the build order alternating, each started
+# when the machine is idle (QUIET_WAIT) and flagged when others used over 20% of a core before or after
+declare -A gflops frac buft bandwidth busy
+IFS=, read -r -a type_list <<<"$types"
+IFS=, read -r -a m_list <<<"$ms"
+IFS=, read -r -a shape_list <<<"$shapes"
+turn=0
+for ((r = 0; r < rounds; ++r)); do
+    for type in "${type_list[@]}"; do
+        order=(ours shipped upstream)
+        ((turn % 2)) && order=(upstream shipped ours)
+        turn=$((turn + 1))
+        for name in "${order[@]}"; do
+            [ -n "${bin[$name]:-}" ] || continue
+            json=$work/$name-$type-$r.json
+            before=$(wait_quiet)
+            step "$work/$name-$type-$r.log" "${bin[$name]}" --threads="$threads" --runs="$runs" --types="$type" \
+                --ms="$ms" --shapes="$shapes" --label="$name" --json="$json"
+            after=$(others_busy)
+            echo "mul_mat_side: $name $type, round $((r + 1)) of $rounds (others busy before/after: $before%/$after% of a core)" >&2
+            ((before > 20 || after > 20)) && busy[$type]="${busy[$type]:+${busy[$type]},}$name"
+            bw=$(sed -n 's/.*"bandwidth_gbs": \([0-9.]*\).*/\1/p' "$json")
+            if awk -v a="$bw" -v b="${bandwidth[$name]:-0}" 'BEGIN { exit !(a > b) }'; then
+                bandwidth[$name]=$bw
+            fi
+            while read -r impl t bt k n m g f e; do
+                key="$name|$impl|$t|$k|$n|$m"
+                # a result off by more than 5% of its scale (mul_mat_small's check) is marked "!"
+                awk -v e="$e" 'BEGIN { exit !(e > 0.05) }' && g="$g!"
+                if awk -v a="${g%!}" -v b="${gflops[$key]:-0}" 'BEGIN { exit !(a > b + 0) }'; then
+                    gflops[$key]=$g
+                    frac[$key]=$f
+                    buft[$key]=$bt
+                fi
+            done < <(sed -n 's/.*"impl": "\([^"]*\)", "type": "\([^"]*\)", "buft": "\([^"]*\)", "k": \([0-9]*\), "n": \([0-9]*\), "m": \([0-9]*\),.*"gflops": \([0-9.]*\),.*"bw_fraction": \([0-9.]*\), "max_rel_err": \([0-9.e+-]*\).*/\1 \2 \3 \4 \5 \6 \7 \8 \9/p' "$json")
+        done
+    done
+done
+
+q() { # a number for JSON: null for -, a failed check's "!" dropped
+    if [ "$1" = - ]; then echo null; else echo "${1%!}"; fi
+}
+f2() { # two decimals, or -
+    awk -v a="$1" 'BEGIN { if (a == "-") printf "-"; else printf "%.2f", a }'
+}
+ratio() { # a / b with two decimals, or -
+    awk -v a="${1%!}" -v b="${2%!}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "-" }'
+}
+echo
+echo "mul_mat on the CPU backend, $threads threads, weights from DRAM (>= 192 MiB per graph), GFLOP/s (best of $runs; \"!\": result check failed;" \
+    "$rounds round(s)); memory read bandwidth GB/s: ours ${bandwidth[ours]:--}, shipped ${bandwidth[shipped]:--}," \
+    "upstream ${bandwidth[upstream]:--} (best of each build's runs)"
+printf '%-6s %-10s %3s | %8s %8s %8s %8s | %9s | %-16s | %s\n' type KxN M ours shipped upstream openblas ours/upstr \
+    "M=1 bw: o/s/u" "weights in (s/u)"
+json_rows=()
+for type in "${type_list[@]}"; do
+    for shape in "${shape_list[@]}"; do
+        k=${shape%x*}
+        n=${shape#*x}
+        for m in "${m_list[@]}"; do
+            o=${gflops[ours|ggml|$type|$k|$n|$m]:--}
+            s=${gflops[shipped|ggml|$type|$k|$n|$m]:--}
+            u=${gflops[upstream|ggml|$type|$k|$n|$m]:--}
+            blas=${gflops[ours|openblas|$type|$k|$n|$m]:--}
+            fr=-
+            if [ "$m" = 1 ]; then
+                fr="$(f2 "${frac[ours|ggml|$type|$k|$n|$m]:--}")/$(f2 "${frac[shipped|ggml|$type|$k|$n|$m]:--}")"
+                fr+="/$(f2 "${frac[upstream|ggml|$type|$k|$n|$m]:--}")"
+            fi
+            bt="${buft[shipped|ggml|$type|$k|$n|$m]:--}/${buft[upstream|ggml|$type|$k|$n|$m]:--}"
+            printf '%-6s %-10s %3s | %8s %8s %8s %8s | %9s | %-16s | %-21s %s\n' "$type" "$shape" "$m" "$o" "$s" "$u" \
+                "$blas" "$(ratio "$o" "$u")" "$fr" "$bt" "${busy[$type]:+(busy: ${busy[$type]})}"
+            json_rows+=("{\"type\": \"$type\", \"k\": $k, \"n\": $n, \"m\": $m, \"gflops\": {\"ours\": $(q "$o"), \"shipped\": $(q "$s"), \"upstream\": $(q "$u"), \"openblas\": $(q "$blas")}, \"bw_fraction\": {\"ours\": $(q "${frac[ours|ggml|$type|$k|$n|$m]:--}"), \"shipped\": $(q "${frac[shipped|ggml|$type|$k|$n|$m]:--}"), \"upstream\": $(q "${frac[upstream|ggml|$type|$k|$n|$m]:--}")}, \"weights_in\": {\"shipped\": \"${buft[shipped|ggml|$type|$k|$n|$m]:--}\", \"upstream\": \"${buft[upstream|ggml|$type|$k|$n|$m]:--}\"}, \"busy\": \"${busy[$type]:-}\"}")
+        done
+    done
+done
+for type in "${type_list[@]}"; do
+    [ -n "${busy[$type]:-}" ] && echo "$type: other processes used over 20% of a core around the runs of ${busy[$type]} (figures may be off)"
+done
+{
+    printf '{"threads": %s, "runs": %s, "rounds": %s, "bandwidth_gbs": {"ours": %s, "shipped": %s, "upstream": %s}, "rows": [\n' \
+        "$threads" "$runs" "$rounds" "$(q "${bandwidth[ours]:--}")" "$(q "${bandwidth[shipped]:--}")" \
+        "$(q "${bandwidth[upstream]:--}")"
+    for ((j = 0; j < ${#json_rows[@]}; ++j)); do
+        printf '  %s%s\n' "${json_rows[j]}" "$( ((j + 1 < ${#json_rows[@]})) && echo ,)"
+    done
+    printf ']}\n'
+} >"$work/mul_mat_side.json"
+echo "JSON in $work/mul_mat_side.json (each program's own in $work/BUILD-TYPE-ROUND.json)"
