@@ -448,6 +448,10 @@ WSP_GGML_API bool wsp_ggml_can_repeat     (const struct wsp_ggml_tensor * t0, co
 // bytes of context memory a tensor or a graph takes besides tensor data
 WSP_GGML_API size_t wsp_ggml_tensor_overhead(void);
 
+// checks a buffer of `type` data (whole blocks): false, with a message naming the block, when a
+// float value or a block's fp16 scale is NaN or infinite, or when nbytes is not a whole number of blocks
+WSP_GGML_API bool wsp_ggml_validate_row_data(enum wsp_ggml_type type, const void * data, size_t nbytes);
+
 // main
 
 WSP_GGML_API struct wsp_ggml_context * wsp_ggml_init (struct wsp_ggml_init_params params);
@@ -940,12 +944,45 @@ WSP_GGML_API size_t wsp_ggml_quantize_chunk(
         int64_t              n_per_row,
         const float        * imatrix);
 
+// the same functions under the names whisper.rn's ggml.h gives them (its prefixing doubled the
+// "wsp_" of upstream's internal quantize names); they behave exactly as the ones above
+WSP_GGML_API void   wsp_ggml_wsp_quantize_init(enum wsp_ggml_type type);
+WSP_GGML_API void   wsp_ggml_wsp_quantize_free(void);
+WSP_GGML_API bool   wsp_ggml_wsp_quantize_requires_imatrix(enum wsp_ggml_type type);
+WSP_GGML_API size_t wsp_ggml_wsp_quantize_chunk(
+        enum wsp_ggml_type   type,
+        const float        * src,
+        void               * dst,
+        int64_t              start,
+        int64_t              nrows,
+        int64_t              n_per_row,
+        const float        * imatrix);
+
 //
 // type traits
 //
 
-typedef void (*wsp_ggml_to_float_t)  (const void  * x, float * y, int64_t k);
-typedef void (*wsp_ggml_from_float_t)(const float * x, void  * y, int64_t k);
+#ifdef __cplusplus
+// restrict is not standard in C++
+#    if defined(__GNUC__)
+#        define WSP_GGML_RESTRICT __restrict__
+#    elif defined(__clang__)
+#        define WSP_GGML_RESTRICT __restrict
+#    elif defined(_MSC_VER)
+#        define WSP_GGML_RESTRICT __restrict
+#    else
+#        define WSP_GGML_RESTRICT
+#    endif
+#else
+#    if defined(_MSC_VER) && (__STDC_VERSION__ < 201112L)
+#        define WSP_GGML_RESTRICT __restrict
+#    else
+#        define WSP_GGML_RESTRICT restrict
+#    endif
+#endif
+
+typedef void (*wsp_ggml_to_float_t)  (const void  * WSP_GGML_RESTRICT x, float * WSP_GGML_RESTRICT y, int64_t k);
+typedef void (*wsp_ggml_from_float_t)(const float * WSP_GGML_RESTRICT x, void  * WSP_GGML_RESTRICT y, int64_t k);
 
 struct wsp_ggml_type_traits {
     const char             * type_name;

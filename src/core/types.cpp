@@ -1,5 +1,5 @@
 // Type traits of every wsp_ggml_type (name, block size, bytes per block, quantized or not,
-// row converters), fp16/bf16 row conversions and wsp_ggml_quantize_chunk.
+// row converters) and fp16/bf16 row conversions (quantize.cpp has wsp_ggml_quantize_chunk).
 
 #include "fp16.h"
 #include "log.h"
@@ -279,43 +279,6 @@ void wsp_ggml_fp32_to_bf16_row_ref(const float * x, wsp_ggml_bf16_t * y, int64_t
 
 void wsp_ggml_fp32_to_bf16_row(const float * x, wsp_ggml_bf16_t * y, int64_t n) {
     wsp_ggml_fp32_to_bf16_row_ref(x, y, n);
-}
-
-void wsp_ggml_quantize_init(enum wsp_ggml_type type) {
-    // the types we quantize need no tables; the call only validates the type
-    check_type(type, __func__);
-}
-
-void wsp_ggml_quantize_free(void) {}
-
-bool wsp_ggml_quantize_requires_imatrix(enum wsp_ggml_type type) {
-    return type == WSP_GGML_TYPE_IQ2_XXS || type == WSP_GGML_TYPE_IQ2_XS || type == WSP_GGML_TYPE_IQ1_S ||
-           type == WSP_GGML_TYPE_IQ1_M;
-}
-
-size_t wsp_ggml_quantize_chunk(enum wsp_ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
-                               int64_t n_per_row, const float * imatrix) {
-    (void) imatrix; // the reference quantizers of the supported types take no importance weights
-    if (!valid_type(type) || table().entries[type].from_float_ref == nullptr || type == WSP_GGML_TYPE_Q8_1) {
-        WSP_LOG_ERROR("wsp_ggml_quantize_chunk: quantizing to type %s is not supported (supported: f32, f16, bf16, "
-                      "q4_0, q4_1, q5_0, q5_1, q8_0)\n",
-                      wsp_ggml_type_name(type));
-        return 0;
-    }
-    const int64_t bs = wsp_ggml_blck_size(type);
-    if (n_per_row % bs != 0 || start % n_per_row != 0) {
-        WSP_LOG_ERROR("wsp_ggml_quantize_chunk: n_per_row %lld must be a multiple of the %s block size %lld and start "
-                      "%lld a multiple of n_per_row\n",
-                      (long long) n_per_row, wsp_ggml_type_name(type), (long long) bs, (long long) start);
-        return 0;
-    }
-    const size_t  row_size  = wsp_ggml_row_size(type, n_per_row);
-    const int64_t start_row = start / n_per_row;
-    char *        out       = static_cast<char *>(dst) + (size_t) start_row * row_size;
-    for (int64_t r = 0; r < nrows; ++r) {
-        table().entries[type].from_float_ref(src + start + r * n_per_row, out + (size_t) r * row_size, n_per_row);
-    }
-    return (size_t) nrows * row_size;
 }
 
 } // extern "C"

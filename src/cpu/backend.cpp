@@ -15,6 +15,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -289,24 +290,45 @@ size_t reg_device_count(wsp_ggml_backend_reg_t) {
 wsp_ggml_backend_dev_t reg_device(wsp_ggml_backend_reg_t reg, size_t index);
 
 wsp_ggml_backend_feature * cpu_features(wsp_ggml_backend_reg_t) {
+    // what the running CPU supports (cpu_features.cpp), by upstream's names
     static std::vector<wsp_ggml_backend_feature> features = [] {
+        const std::pair<const char *, int (*)(void)> flags[] = {
+            { "SSE3", wsp_ggml_cpu_has_sse3 },
+            { "SSSE3", wsp_ggml_cpu_has_ssse3 },
+            { "AVX", wsp_ggml_cpu_has_avx },
+            { "AVX_VNNI", wsp_ggml_cpu_has_avx_vnni },
+            { "AVX2", wsp_ggml_cpu_has_avx2 },
+            { "F16C", wsp_ggml_cpu_has_f16c },
+            { "FMA", wsp_ggml_cpu_has_fma },
+            { "BMI2", wsp_ggml_cpu_has_bmi2 },
+            { "AVX512", wsp_ggml_cpu_has_avx512 },
+            { "AVX512_VBMI", wsp_ggml_cpu_has_avx512_vbmi },
+            { "AVX512_VNNI", wsp_ggml_cpu_has_avx512_vnni },
+            { "AVX512_BF16", wsp_ggml_cpu_has_avx512_bf16 },
+            { "AMX_INT8", wsp_ggml_cpu_has_amx_int8 },
+            { "NEON", wsp_ggml_cpu_has_neon },
+            { "ARM_FMA", wsp_ggml_cpu_has_arm_fma },
+            { "FP16_VA", wsp_ggml_cpu_has_fp16_va },
+            { "MATMUL_INT8", wsp_ggml_cpu_has_matmul_int8 },
+            { "SVE", wsp_ggml_cpu_has_sve },
+            { "DOTPROD", wsp_ggml_cpu_has_dotprod },
+            { "SME", wsp_ggml_cpu_has_sme },
+            { "RISCV_V", wsp_ggml_cpu_has_riscv_v },
+            { "VSX", wsp_ggml_cpu_has_vsx },
+            { "VXE", wsp_ggml_cpu_has_vxe },
+            { "NNPA", wsp_ggml_cpu_has_nnpa },
+            { "WASM_SIMD", wsp_ggml_cpu_has_wasm_simd },
+        };
         std::vector<wsp_ggml_backend_feature> f;
-        if (wsp_ggml_cpu_has_avx())
-            f.push_back({ "AVX", "1" });
-        if (wsp_ggml_cpu_has_avx2())
-            f.push_back({ "AVX2", "1" });
-        if (wsp_ggml_cpu_has_f16c())
-            f.push_back({ "F16C", "1" });
-        if (wsp_ggml_cpu_has_fma())
-            f.push_back({ "FMA", "1" });
-        if (wsp_ggml_cpu_has_avx512())
-            f.push_back({ "AVX512", "1" });
-        if (wsp_ggml_cpu_has_avx512_vnni())
-            f.push_back({ "AVX512_VNNI", "1" });
-        if (wsp_ggml_cpu_has_avx512_bf16())
-            f.push_back({ "AVX512_BF16", "1" });
-        if (wsp_ggml_cpu_has_neon())
-            f.push_back({ "NEON", "1" });
+        for (const auto & [name, has] : flags) {
+            if (has()) {
+                f.push_back({ name, "1" });
+            }
+        }
+        static const std::string sve_cnt = std::to_string(wsp_ggml_cpu_get_sve_cnt());
+        if (wsp_ggml_cpu_get_sve_cnt() > 0) {
+            f.push_back({ "SVE_CNT", sve_cnt.c_str() });
+        }
         f.push_back({ nullptr, nullptr });
         return f;
     }();
@@ -434,90 +456,6 @@ wsp_ggml_backend_reg_t wsp_ggml_backend_cpu_reg(void) {
 
 void wsp_ggml_cpu_init(void) {
     wsp_ggml_backend_cpu_reg();
-}
-
-int wsp_ggml_cpu_has_sse3(void) {
-#if defined(__SSE3__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_ssse3(void) {
-#if defined(__SSSE3__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_avx(void) {
-#if defined(__AVX__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_avx2(void) {
-#if defined(__AVX2__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_f16c(void) {
-#if defined(__F16C__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_fma(void) {
-#if defined(__FMA__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_avx512(void) {
-#if defined(__AVX512F__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_avx512_vnni(void) {
-#if defined(__AVX512VNNI__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_avx512_bf16(void) {
-#if defined(__AVX512BF16__)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_neon(void) {
-#if defined(__ARM_NEON)
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-int wsp_ggml_cpu_has_blas(void) {
-    return 0;
 }
 
 } // extern "C"
