@@ -5,7 +5,7 @@
 # checks that every ggml header they were compiled with is ours, from the prefix, and runs the client.
 #   run.sh BUILD_DIR WORK WHISPER_DIR BINDING_DIR
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
-# (scripts/fetch-whisper.sh, scripts/fetch-binding.sh).
+# (scripts/fetch-whisper.sh, scripts/fetch-whisper.sh binding).
 set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -30,7 +30,7 @@ step() { # log, command...
 }
 build_dir=$1 work=$2 whisper_dir=$3 binding_dir=$4
 [ -f "$whisper_dir/whisper.cpp" ] || skip "whisper.cpp sources not fetched into $whisper_dir: run scripts/fetch-whisper.sh"
-[ -f "$binding_dir/rn-whisper.cpp" ] || skip "whisper.rn's binding not fetched into $binding_dir: run scripts/fetch-binding.sh"
+[ -f "$binding_dir/rn-whisper.cpp" ] || skip "whisper.rn's binding not fetched into $binding_dir: run scripts/fetch-whisper.sh binding"
 
 mkdir -p "$work"
 t0=$SECONDS
