@@ -24,62 +24,16 @@ rounds=${ROUNDS:-1}
 quiet_wait=${QUIET_WAIT:-0}
 ncpu=$(nproc)
 
-fail() {
-    echo "mul_mat_side: $*" >&2
-    exit 1
-}
-step() { # log, command...
-    local log=$1
-    shift
-    "$@" >"$log" 2>&1 || { tail -n 30 "$log" >&2; fail "failed: $* (log: $log)"; }
-}
+side_tag=mul_mat_side
+# shellcheck source=bench/side_common.sh
+source "$src_dir/bench/side_common.sh"
 [ -f "$build_dir/CMakeCache.txt" ] || fail "$build_dir is not a wsp-ggml build tree"
 mkdir -p "$work"
 
-if [ "${BUILD_OURS:-1}" != 0 ]; then
-    if ! cmake --build "$build_dir" --parallel 2 --target mul_mat_small >"$work/build-ours.log" 2>&1; then
-        echo "mul_mat_side: building $build_dir failed; retrying in a minute" >&2
-        sleep 60
-        step "$work/build-ours.log" cmake --build "$build_dir" --parallel 2 --target mul_mat_small
-    fi
-fi
+[ "${BUILD_OURS:-1}" != 0 ] && build_ours "$build_dir" mul_mat_small
 declare -A bin=([ours]=$build_dir/bench/mul_mat_small)
 [ -x "${bin[ours]}" ] || fail "no ${bin[ours]}"
-for entry in "shipped 0.4.3" "upstream 0.7.3"; do
-    read -r name version <<<"$entry"
-    peer=$src_dir/.third_party/peers/whisper.rn-$version
-    pbuild=$src_dir/build/peers-$version
-    if [ ! -f "$peer/ggml.c" ]; then
-        echo "mul_mat_side: no $peer (scripts/fetch-peers.sh): $name is left out" >&2
-        continue
-    fi
-    if [ ! -f "$pbuild/CMakeCache.txt" ]; then
-        step "$work/configure-$name.log" cmake -S "$src_dir/bench/peers" -B "$pbuild" -G Ninja -DPEER_DIR="$peer"
-    fi
-    step "$work/build-$name.log" cmake --build "$pbuild" --parallel 2 --target mul_mat_small
-    bin[$name]=$pbuild/mul_mat_small
-done
-
-# others_busy: the CPU time the machine spent over half a second while this script slept, in percent
-# of one core (/proc/stat: user, nice, system, irq, softirq over all but idle and iowait)
-others_busy() {
-    local a b
-    read -r -a a < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
-    sleep 0.5
-    read -r -a b < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
-    echo $(((b[0] - a[0]) * 100 * ncpu / (b[1] - a[1] > 0 ? b[1] - a[1] : 1)))
-}
-# wait_quiet: waits (up to QUIET_WAIT seconds) for others_busy to fall to 20% of a core; prints it
-wait_quiet() {
-    local waited=0 busy
-    busy=$(others_busy)
-    while ((busy > 20 && waited < quiet_wait)); do
-        sleep 5
-        waited=$((waited + 5))
-        busy=$(others_busy)
-    done
-    echo "$busy"
-}
+build_peers mul_mat_small
 
 # the results, keyed "build|impl|type|k|n|m": best GFLOP/s over the rounds, its bandwidth fraction and
 # weight buffer type; one process per build and type, the build order alternating, each started

@@ -27,18 +27,9 @@ threads=${THREADS:-2}
 audio_ctx=${AUDIO_CTX:-1500}
 quiet_wait=${QUIET_WAIT:-0}
 ncpu=$(nproc)
-# build name, whisper.rn version of the peer (empty: ours)
-builds=("ours " "shipped 0.4.3" "upstream 0.7.3")
-
-fail() {
-    echo "whisper_side: $*" >&2
-    exit 1
-}
-step() { # log, command...
-    local log=$1
-    shift
-    "$@" >"$log" 2>&1 || { tail -n 30 "$log" >&2; fail "failed: $* (log: $log)"; }
-}
+side_tag=whisper_side
+# shellcheck source=bench/side_common.sh
+source "$src_dir/bench/side_common.sh"
 [ -f "$whisper_dir/whisper.cpp" ] || fail "no whisper.cpp sources in $whisper_dir: run scripts/fetch-whisper.sh"
 command -v espeak-ng >/dev/null || fail "needs espeak-ng"
 [ -f "$build_dir/CMakeCache.txt" ] || fail "$build_dir is not a wsp-ggml build tree"
@@ -46,13 +37,7 @@ mkdir -p "$work/runs" "$work/models"
 
 # ours: the library and the CLI (retried once: the sources may be changing under us), installed, and
 # whisper_bench against the installed package
-if [ "${BUILD_OURS:-1}" != 0 ]; then
-    if ! cmake --build "$build_dir" --parallel 2 --target wsp-ggml wsp-ggml-cli >"$work/build-ours.log" 2>&1; then
-        echo "whisper_side: building $build_dir failed; retrying in a minute" >&2
-        sleep 60
-        step "$work/build-ours.log" cmake --build "$build_dir" --parallel 2 --target wsp-ggml wsp-ggml-cli
-    fi
-fi
+[ "${BUILD_OURS:-1}" != 0 ] && build_ours "$build_dir" wsp-ggml wsp-ggml-cli
 step "$work/install.log" cmake --install "$build_dir" --prefix "$work/prefix"
 if [ ! -f "$work/ours/CMakeCache.txt" ]; then
     step "$work/configure-ours.log" cmake -S "$src_dir/examples/whisper" -B "$work/ours" -G Ninja \
@@ -61,22 +46,7 @@ fi
 step "$work/build-ours-bench.log" cmake --build "$work/ours" --parallel 2 --target whisper_bench
 declare -A bin=([ours]=$work/ours/whisper_bench)
 
-# the peers present: bench/peers on each package's cpp/ folder
-for entry in "${builds[@]}"; do
-    read -r name version <<<"$entry"
-    [ -n "$version" ] || continue
-    peer=$src_dir/.third_party/peers/whisper.rn-$version
-    pbuild=$src_dir/build/peers-$version
-    if [ ! -f "$peer/whisper.cpp" ]; then
-        echo "whisper_side: no $peer (scripts/fetch-peers.sh): $name is left out" >&2
-        continue
-    fi
-    if [ ! -f "$pbuild/CMakeCache.txt" ]; then
-        step "$work/configure-$name.log" cmake -S "$src_dir/bench/peers" -B "$pbuild" -G Ninja -DPEER_DIR="$peer"
-    fi
-    step "$work/build-$name.log" cmake --build "$pbuild" --parallel 2 --target whisper_bench
-    bin[$name]=$pbuild/whisper_bench
-done
+build_peers whisper_bench
 
 # the models (random weights, one seed; kept between runs) and one spoken clip
 for size in $sizes; do
@@ -88,26 +58,6 @@ for size in $sizes; do
 done
 espeak-ng -w "$work/clip.wav" "The quick brown fox jumps over the lazy dog, and the decoder reads its words."
 
-# others_busy: the CPU time the machine spent over half a second while this script slept, in percent
-# of one core (/proc/stat: user, nice, system, irq, softirq over all but idle and iowait)
-others_busy() {
-    local a b
-    read -r -a a < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
-    sleep 0.5
-    read -r -a b < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
-    echo $(((b[0] - a[0]) * 100 * ncpu / (b[1] - a[1] > 0 ? b[1] - a[1] : 1)))
-}
-# wait_quiet: waits (up to QUIET_WAIT seconds) for others_busy to fall to 20% of a core; prints it
-wait_quiet() {
-    local waited=0 busy
-    busy=$(others_busy)
-    while ((busy > 20 && waited < quiet_wait)); do
-        sleep 5
-        waited=$((waited + 5))
-        busy=$(others_busy)
-    done
-    echo "$busy"
-}
 field() { # json file, key: the number after "key":
     sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1"
 }
