@@ -1025,6 +1025,9 @@ WSP_GGML_API struct wsp_ggml_threadpool_params wsp_ggml_threadpool_params_defaul
 WSP_GGML_API void                              wsp_ggml_threadpool_params_init   (struct wsp_ggml_threadpool_params * p, int n_threads);
 WSP_GGML_API bool                              wsp_ggml_threadpool_params_match  (const struct wsp_ggml_threadpool_params * p0, const struct wsp_ggml_threadpool_params * p1);
 
+// the rest of the op builders, the training entry points and utilities
+#include "ggml-ops.h"
+
 #ifdef __cplusplus
 }
 #endif

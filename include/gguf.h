@@ -53,6 +53,10 @@ struct wsp_gguf_init_params {
 WSP_GGML_API struct wsp_gguf_context * wsp_gguf_init_empty(void);
 // NULL with a logged message when the file cannot be read or is malformed
 WSP_GGML_API struct wsp_gguf_context * wsp_gguf_init_from_file(const char * fname, struct wsp_gguf_init_params params);
+// the same from the bytes of a whole GGUF file in memory (whisper.rn's header names this function
+// in a comment without a signature; this is ours)
+WSP_GGML_API struct wsp_gguf_context * wsp_gguf_init_from_buffer(const void * data, size_t size,
+                                                             struct wsp_gguf_init_params params);
 
 WSP_GGML_API void wsp_gguf_free(struct wsp_gguf_context * ctx);
 

@@ -72,7 +72,7 @@ public:
         va_start(args, fmt);
         std::vsnprintf(msg, sizeof msg, fmt, args);
         va_end(args);
-        WSP_LOG_ERROR("wsp_gguf_init_from_file: %s: %s\n", fname_, msg);
+        WSP_LOG_ERROR("wsp_gguf_init: %s: %s\n", fname_, msg);
         return false;
     }
 
@@ -356,18 +356,9 @@ bool read_header(Parser & p, wsp_gguf_context & ctx, uint64_t & n_tensors, uint6
     return true;
 }
 
-wsp_gguf_context * read_file(const char * fname, wsp_gguf_init_params params) {
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(fname, "rb"));
-    if (!f) {
-        WSP_LOG_ERROR("wsp_gguf_init_from_file: cannot open %s\n", fname);
-        return nullptr;
-    }
-    uint64_t size = 0;
-    if (!file_size(f.get(), size)) {
-        WSP_LOG_ERROR("wsp_gguf_init_from_file: cannot find the size of %s\n", fname);
-        return nullptr;
-    }
-    Parser                            p(f.get(), size, fname);
+// reads a whole GGUF stream of `size` bytes; `name` (a file name, or "<buffer>") goes into messages
+wsp_gguf_context * read_stream(FILE * f, uint64_t size, const char * name, wsp_gguf_init_params params) {
+    Parser                            p(f, size, name);
     std::unique_ptr<wsp_gguf_context> ctx(new wsp_gguf_context);
     uint64_t                          n_tensors = 0;
     uint64_t                          n_kv      = 0;
@@ -381,13 +372,27 @@ wsp_gguf_context * read_file(const char * fname, wsp_gguf_init_params params) {
         return nullptr;
     }
     if (params.ctx != nullptr) {
-        wsp_ggml_context * gctx = load_tensors(p, f.get(), *ctx, params.no_alloc);
+        wsp_ggml_context * gctx = load_tensors(p, f, *ctx, params.no_alloc);
         if (gctx == nullptr) {
             return nullptr;
         }
         *params.ctx = gctx;
     }
     return ctx.release();
+}
+
+wsp_gguf_context * read_file(const char * fname, wsp_gguf_init_params params) {
+    std::unique_ptr<FILE, FileCloser> f(std::fopen(fname, "rb"));
+    if (!f) {
+        WSP_LOG_ERROR("wsp_gguf_init_from_file: cannot open %s\n", fname);
+        return nullptr;
+    }
+    uint64_t size = 0;
+    if (!file_size(f.get(), size)) {
+        WSP_LOG_ERROR("wsp_gguf_init_from_file: cannot find the size of %s\n", fname);
+        return nullptr;
+    }
+    return read_stream(f.get(), size, fname, params);
 }
 
 } // namespace
@@ -401,6 +406,27 @@ extern "C" struct wsp_gguf_context * wsp_gguf_init_from_file(const char * fname,
         return read_file(fname, params);
     } catch (const std::bad_alloc &) {
         WSP_LOG_ERROR("%s: %s: out of memory\n", __func__, fname);
+        return nullptr;
+    }
+}
+
+// the same parser over a memory stream: the bytes are read, never written, and must outlive the call
+// only (tensor data is copied into the new context unless no_alloc)
+extern "C" struct wsp_gguf_context * wsp_gguf_init_from_buffer(const void * data, size_t size,
+                                                               struct wsp_gguf_init_params params) {
+    if (data == nullptr || size == 0) {
+        WSP_LOG_ERROR("%s: the buffer is %s\n", __func__, data == nullptr ? "NULL" : "empty");
+        return nullptr;
+    }
+    std::unique_ptr<FILE, FileCloser> f(fmemopen(const_cast<void *>(data), size, "rb"));
+    if (!f) {
+        WSP_LOG_ERROR("%s: cannot open a stream over %zu bytes\n", __func__, size);
+        return nullptr;
+    }
+    try {
+        return read_stream(f.get(), size, "<buffer>", params);
+    } catch (const std::bad_alloc &) {
+        WSP_LOG_ERROR("%s: out of memory\n", __func__);
         return nullptr;
     }
 }

@@ -349,6 +349,17 @@ bool wsp_ggml_is_contiguous_rows(const struct wsp_ggml_tensor * t) {
     return t->ne[0] == wsp_ggml_blck_size(t->type) || t->nb[0] == wsp_ggml_type_size(t->type);
 }
 
+// channel-last: dim 2 (channels) is the innermost, then dim 0, then dim 1
+bool wsp_ggml_is_contiguous_channels(const struct wsp_ggml_tensor * t) {
+    return t->nb[0] > t->nb[2] && t->nb[1] > t->nb[0] && t->nb[2] == wsp_ggml_type_size(t->type);
+}
+
+// the bytes from the first to the last element hold no gaps (any order of the dims)
+bool wsp_ggml_is_contiguously_allocated(const struct wsp_ggml_tensor * t) {
+    return wsp_ggml_nbytes(t) ==
+           (size_t) wsp_ggml_nelements(t) * wsp_ggml_type_size(t->type) / (size_t) wsp_ggml_blck_size(t->type);
+}
+
 bool wsp_ggml_are_same_shape(const struct wsp_ggml_tensor * t0, const struct wsp_ggml_tensor * t1) {
     return t0->ne[0] == t1->ne[0] && t0->ne[1] == t1->ne[1] && t0->ne[2] == t1->ne[2] && t0->ne[3] == t1->ne[3];
 }

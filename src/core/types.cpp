@@ -172,6 +172,12 @@ size_t wsp_ggml_type_size(enum wsp_ggml_type type) {
     return table().entries[type].type_size;
 }
 
+// bytes per element; 0 for the ids of removed types (they have no layout)
+double wsp_ggml_type_sizef(enum wsp_ggml_type type) {
+    const int64_t bs = wsp_ggml_blck_size(type);
+    return bs == 0 ? 0.0 : (double) wsp_ggml_type_size(type) / (double) bs;
+}
+
 size_t wsp_ggml_row_size(enum wsp_ggml_type type, int64_t ne) {
     const int64_t bs = wsp_ggml_blck_size(type);
     if (bs == 0) {
