@@ -6,9 +6,11 @@
 
 #include "compute.h"
 #include "kernel.h"
+#include "repack.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -244,9 +246,13 @@ wsp_ggml_backend_buffer_t dev_buffer_from_host_ptr(wsp_ggml_backend_dev_t, void 
 }
 
 bool dev_supports_op(wsp_ggml_backend_dev_t, const wsp_ggml_tensor * op) {
-    // every source must be readable by the CPU
+    // every source must be readable by the CPU: host memory, or a weight in the Q4_0x8 layout
+    // (a tensor that does not fit the layout belongs in the plain CPU buffer, not in CPU_REPACK)
     for (const wsp_ggml_tensor * src : op->src) {
-        if (src != nullptr && src->buffer != nullptr && !wsp_ggml_backend_buffer_is_host(src->buffer)) {
+        if (src == nullptr || src->buffer == nullptr || wsp_ggml_backend_buffer_is_host(src->buffer)) {
+            continue;
+        }
+        if (src->buffer->buft != wsp::cpu::repack_buffer_type() || !wsp::cpu::stored_repacked(src)) {
             return false;
         }
     }
@@ -254,7 +260,7 @@ bool dev_supports_op(wsp_ggml_backend_dev_t, const wsp_ggml_tensor * op) {
 }
 
 bool dev_supports_buft(wsp_ggml_backend_dev_t, wsp_ggml_backend_buffer_type_t buft) {
-    return wsp_ggml_backend_buft_is_host(buft);
+    return wsp_ggml_backend_buft_is_host(buft) || buft == wsp::cpu::repack_buffer_type();
 }
 
 const wsp_ggml_backend_device_i cpu_device_iface = {
@@ -335,10 +341,13 @@ wsp_ggml_backend_feature * cpu_features(wsp_ggml_backend_reg_t) {
     return features.data();
 }
 
+// Note [Q4_0x8 repack] (repack.h): the buffer type clients offer MUL_MAT weights first;
+// WSP_GGML_CPU_REPACK=0 leaves the list empty (side-by-side benches of the plain layout)
 wsp_ggml_backend_buffer_type_t * cpu_extra_bufts(wsp_ggml_backend_dev_t) {
-    // no extra (repacked) buffer types: the list is empty
-    static wsp_ggml_backend_buffer_type_t none[] = { nullptr };
-    return none;
+    static wsp_ggml_backend_buffer_type_t repack[] = { wsp::cpu::repack_buffer_type(), nullptr };
+    static wsp_ggml_backend_buffer_type_t none[]   = { nullptr };
+    const char *                          env      = std::getenv("WSP_GGML_CPU_REPACK");
+    return env != nullptr && std::strcmp(env, "0") == 0 ? none : repack;
 }
 
 void cpu_set_n_threads_proc(wsp_ggml_backend_t backend, int n_threads) {
@@ -381,6 +390,7 @@ wsp_ggml_backend_dev_t reg_device(wsp_ggml_backend_reg_t, size_t index) {
 // wsp_ggml_backend_buft_get_device never sees the CPU type without its device.
 [[maybe_unused]] const bool g_cpu_buft_linked = [] {
     wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device;
+    wsp::cpu::repack_buffer_type()->device     = &cpu_device;
     return true;
 }();
 
@@ -449,7 +459,8 @@ void wsp_ggml_backend_cpu_set_abort_callback(wsp_ggml_backend_t backend_cpu, wsp
 
 wsp_ggml_backend_reg_t wsp_ggml_backend_cpu_reg(void) {
     // the host buffer type (in the base library) learns its device once, whatever thread comes first
-    static const bool linked = (wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device, true);
+    static const bool linked = (wsp_ggml_backend_cpu_buffer_type()->device = &cpu_device,
+                                wsp::cpu::repack_buffer_type()->device     = &cpu_device, true);
     (void) linked;
     return &cpu_reg;
 }

@@ -7,6 +7,7 @@
 #include "mul_mat_gemm.h"
 #include "mul_mat_path.h"
 #include "ops.h"
+#include "repack.h"
 #include "vec.h"
 
 namespace wsp::cpu {
@@ -19,6 +20,9 @@ mm::Path path_of(const mm::Geometry & g) {
 
 size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
     const mm::Geometry g(dst);
+    if (stored_repacked(g.a)) {
+        return mm::repack_work_size(g, n_tasks);
+    }
     switch (path_of(g)) {
         case mm::Path::gemm: return mm::gemm_work_size(g, n_tasks);
         case mm::Path::dot_q8: return mm::dot_q8_work_size(g, n_tasks);
@@ -28,6 +32,10 @@ size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
 
 void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const mm::Geometry g(dst);
+    if (stored_repacked(g.a)) {
+        mm::repack_compute(p, g); // every M: the weight exists only in the Q4_0x8 layout
+        return;
+    }
     switch (path_of(g)) {
         case mm::Path::gemm: mm::gemm_compute(p, g); return;
         case mm::Path::dot_q8: mm::dot_q8_compute(p, g); return;
@@ -40,6 +48,9 @@ bool supported(const wsp_ggml_tensor * dst) {
     const wsp_ggml_tensor * b = dst->src[1];
     if (dst->type != WSP_GGML_TYPE_F32 || !is_float_type(b->type)) {
         return false;
+    }
+    if (stored_repacked(a)) {
+        return repack_allows(dst);
     }
     if (is_float_type(a->type)) {
         return true; // any element stride

@@ -1,11 +1,11 @@
 // The dot_q8 path (few b rows, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights). Phase 1 quantizes every b row
-// to 8-bit blocks of 32 (d = amax / 127, q = round(x / d), s = d * sum(q), as ggml's Q8_1; d and
-// s stay F32 since the blocks never leave the work buffer). Phase 2 takes items of weight rows; a
+// to 8-bit blocks of 32 (q8_act.h). Phase 2 takes items of weight rows; a
 // weight block decodes once to 32 small unsigned integers u with w = d_w * (u - o) + m_w (Q4_0,
 // Q5_0: o = 8, 16 and m_w = 0; Q4_1, Q5_1: o = 0 and m_w the block's min), so its contribution
 // is d_w * d_x * sum(u * q) + (m_w - o * d_w) * s_x. Q8_0 weights are signed: sum(|w| * sign(w) q).
 
 #include "mul_mat_dot.h"
+#include "q8_act.h"
 
 #include "vec.h"
 
@@ -23,31 +23,6 @@ namespace {
 constexpr int QK       = 32;
 constexpr int RQ       = 8;    // b rows per tile: RQ accumulators + the decoded block in 16 registers
 constexpr int PREFETCH = 1024; // bytes ahead of the weight block being read
-
-struct BlockQ8 {
-    float  d; // scale
-    float  s; // d * sum(qs)
-    int8_t qs[QK];
-};
-
-void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K) {
-    for (int64_t ib = 0; ib < K / QK; ++ib, x += QK) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK; ++j) {
-            amax = std::fmax(amax, std::fabs(x[j]));
-        }
-        const float d    = amax / 127.0f;
-        const float id   = d != 0.0f ? 1.0f / d : 0.0f;
-        int         isum = 0;
-        for (int j = 0; j < QK; ++j) {
-            const int q = (int) std::nearbyint(x[j] * id);
-            y[ib].qs[j] = (int8_t) q;
-            isum += q;
-        }
-        y[ib].d = d;
-        y[ib].s = d * (float) isum;
-    }
-}
 
 inline uint32_t load_qh(const uint8_t * qh) {
     uint32_t v;
@@ -326,6 +301,25 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const B
 }
 
 } // namespace
+
+void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K) {
+    for (int64_t ib = 0; ib < K / QK; ++ib, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; ++j) {
+            amax = std::fmax(amax, std::fabs(x[j]));
+        }
+        const float d    = amax / 127.0f;
+        const float id   = d != 0.0f ? 1.0f / d : 0.0f;
+        int         isum = 0;
+        for (int j = 0; j < QK; ++j) {
+            const int q = (int) std::nearbyint(x[j] * id);
+            y[ib].qs[j] = (int8_t) q;
+            isum += q;
+        }
+        y[ib].d = d;
+        y[ib].s = d * (float) isum;
+    }
+}
 
 size_t dot_q8_work_size(const Geometry & g, int nth) {
     const size_t qx = (size_t) (g.n_batch * g.M * (g.K / QK)) * sizeof(BlockQ8);

@@ -1,6 +1,7 @@
 // Op id -> kernel table, and the view ops that need no compute.
 
 #include "ops.h"
+#include "repack.h"
 
 namespace wsp::cpu {
 
@@ -28,6 +29,9 @@ int tasks_by_rows(const wsp_ggml_tensor * node, int n_threads) {
 }
 
 const OpKernel * kernel_for(const wsp_ggml_tensor * node) {
+    if (!repack_allows(node)) {
+        return nullptr; // Note [Q4_0x8 repack]: only MUL_MAT reads a repacked weight
+    }
     switch (node->op) {
         case WSP_GGML_OP_NONE:
         case WSP_GGML_OP_VIEW:

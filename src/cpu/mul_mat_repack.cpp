@@ -1,0 +1,190 @@
+// MUL_MAT with a weight in the Q4_0x8 layout (Note [Q4_0x8 repack], repack.h), at every M. Phase 1
+// quantizes the b rows to 8-bit blocks (q8_act.h); phase 2 takes items of row groups. A group's
+// block decodes once into 8 vectors of nibbles (lane = row, 4 columns per 32-bit lane) and serves
+// up to 8 b rows; per b row the 32 columns are 8 multiply-adds of those vectors with one 4-byte
+// broadcast of the activations each, then w = d_w * (u - 8) gives
+//   sum = d_w * (d_x * sum(u * q) - 8 * s_x)     (s_x = d_x * sum(q), from phase 1)
+// for the group's 8 rows in one vector.
+
+#include "mul_mat_dot.h"
+#include "q8_act.h"
+#include "repack.h"
+#include "vec.h"
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#    include <immintrin.h>
+#    define WSP_REPACK_SIMD 1
+#endif
+
+namespace wsp::cpu::mm {
+
+namespace {
+
+constexpr int    RT          = 8;   // b rows per tile
+constexpr size_t GROUP_BLOCK = 144; // bytes of one block of a group
+constexpr int    PREFETCH    = 1024;
+
+#if WSP_REPACK_SIMD
+inline __m256i bcast4(const int8_t * q) {
+    int32_t v;
+    std::memcpy(&v, q, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+// per lane (row): sum over the block's 32 columns of u * q
+inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * q) {
+#    if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    // two chains of 4 (a chain of 8 would wait on the multiply-add's latency)
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+        s0 = _mm256_dpbusd_epi32(s0, lo[t], bcast4(q + 4 * t));
+        s1 = _mm256_dpbusd_epi32(s1, hi[t], bcast4(q + 16 + 4 * t));
+    }
+    return _mm256_add_epi32(s0, s1);
+#    elif defined(__AVXVNNI__)
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+        s0 = _mm256_dpbusd_avx_epi32(s0, lo[t], bcast4(q + 4 * t));
+        s1 = _mm256_dpbusd_avx_epi32(s1, hi[t], bcast4(q + 16 + 4 * t));
+    }
+    return _mm256_add_epi32(s0, s1);
+#    else
+    // u <= 15, |q| <= 127: a pair sum is at most 3810 in size, 8 of them 30480, within int16
+    __m256i p = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[t], bcast4(q + 4 * t)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[t], bcast4(q + 16 + 4 * t)));
+    }
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#    endif
+}
+#endif
+
+// out[8 r + lane] = row (8 g + lane) of the group dotted with b row x[r], r < R
+template <int R>
+void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, float * out) {
+#if WSP_REPACK_SIMD
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
+        _mm_prefetch(reinterpret_cast<const char *>(grp) + PREFETCH, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(grp)));
+        __m256i      lo[4], hi[4];
+        for (int t = 0; t < 4; ++t) {
+            const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(grp + 16 + 32 * t));
+            lo[t]           = _mm256_and_si256(c, m4);
+            hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+        }
+#    pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const BlockQ8 & xb = x[r][b];
+            const __m256    s  = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
+            const __m256    v  = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
+            acc[r]             = _mm256_fmadd_ps(v, dw, acc[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        _mm256_storeu_ps(out + 8 * r, acc[r]);
+    }
+#else
+    float acc[R][REPACK_ROWS] = {};
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
+        for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+            uint16_t h;
+            std::memcpy(&h, grp + 2 * lane, 2);
+            const float dw = fp16_to_fp32(h);
+            for (int r = 0; r < R; ++r) {
+                const BlockQ8 & xb  = x[r][b];
+                int             sum = 0;
+                for (int t = 0; t < 4; ++t) {
+                    for (int i = 0; i < 4; ++i) {
+                        const uint8_t byte = grp[16 + 32 * t + 4 * lane + i];
+                        sum += (byte & 0x0f) * xb.qs[4 * t + i] + (byte >> 4) * xb.qs[16 + 4 * t + i];
+                    }
+                }
+                acc[r][lane] += dw * (xb.d * (float) sum - 8.0f * xb.s);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+            out[8 * r + lane] = acc[r][lane];
+        }
+    }
+#endif
+}
+
+using TileFn = void (*)(const uint8_t *, const BlockQ8 * const *, int64_t, float *);
+
+template <size_t... I>
+constexpr std::array<TileFn, RT> make_tiles(std::index_sequence<I...>) {
+    return { { &group_tile<(int) I + 1>... } };
+}
+
+constexpr std::array<TileFn, RT> TILES = make_tiles(std::make_index_sequence<RT>());
+
+void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx) {
+    const int64_t   nb = g.K / QK8;
+    const BlockQ8 * xrows[RT];
+    float           out[RT * REPACK_ROWS];
+    for (int64_t grp = g0; grp < g1; ++grp) {
+        const auto * w = reinterpret_cast<const uint8_t *>(g.a_row(grp * REPACK_ROWS, batch));
+        for (int64_t m = 0; m < g.M; m += RT) {
+            const int r = (int) (g.M - m < RT ? g.M - m : RT);
+            for (int q = 0; q < r; ++q) {
+                xrows[q] = qx + (batch * g.M + m + q) * nb;
+            }
+            TILES[(size_t) r - 1](w, xrows, nb, out);
+            for (int q = 0; q < r; ++q) {
+                for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+                    *g.dst_at(grp * REPACK_ROWS + lane, m + q, batch) = out[q * REPACK_ROWS + lane];
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+size_t repack_work_size(const Geometry & g, int nth) {
+    const size_t qx = (size_t) (g.n_batch * g.M * (g.K / QK8)) * sizeof(BlockQ8);
+    return ALIGN + align_up(qx) + (size_t) nth * align_up((size_t) g.K * sizeof(float));
+}
+
+void repack_compute(const ComputeParams & p, const Geometry & g) {
+    WorkCarver carve(p.wdata);
+    BlockQ8 *  qx      = carve.take<BlockQ8>((size_t) (g.n_batch * g.M * (g.K / QK8)));
+    float *    scratch = nullptr;
+    for (int t = 0; t <= p.ith; ++t) {
+        scratch = carve.take<float>((size_t) g.K);
+    }
+
+    // phase 1: every b row to 8-bit blocks
+    int64_t r0, r1;
+    split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M), g.b->nb[0], scratch, g.K);
+        quantize_row_q8(scratch, qx + r * (g.K / QK8), g.K);
+    }
+    p.barrier();
+
+    // phase 2: items of row groups
+    const int64_t groups  = g.N / REPACK_ROWS;
+    const int64_t per     = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS;
+    const int64_t chunks  = (groups + per - 1) / per;
+    const int64_t n_items = g.n_batch * chunks;
+    ChunkCursor   cursor(p);
+    for (int64_t it = cursor.next(n_items); it >= 0; it = cursor.next(n_items)) {
+        const int64_t batch = it / chunks, g0 = (it % chunks) * per;
+        groups_of(g, batch, g0, g0 + per < groups ? g0 + per : groups, qx);
+    }
+}
+
+} // namespace wsp::cpu::mm

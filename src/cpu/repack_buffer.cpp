@@ -1,0 +1,212 @@
+// The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0
+// tensors are converted to the 8-row layout on the way in and back on the way out.
+
+#include "repack.h"
+
+#include "../core/impl.h"
+#include "../core/quants.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace wsp::cpu {
+
+namespace {
+
+constexpr size_t BASE_ALIGNMENT   = 64;
+constexpr size_t TENSOR_ALIGNMENT = 64;
+constexpr size_t GROUP_BLOCK      = REPACK_ROWS * sizeof(block_q4_0); // 144 bytes
+
+size_t group_bytes(const wsp_ggml_tensor * t) {
+    return (size_t) REPACK_ROWS * t->nb[1];
+}
+
+// Bytes [offset, offset + size) of a repacked tensor, through a plain copy of the groups they
+// touch: set writes them (read-modify-write where a group is covered in part), get reads them.
+void convert_range(const wsp_ggml_tensor * t, const void * in, void * out, size_t offset, size_t size, bool set) {
+    const size_t  gb    = group_bytes(t);
+    const int64_t nb    = t->ne[0] / QK4_0;
+    const size_t  g0    = offset / gb;
+    const size_t  g1    = (offset + size + gb - 1) / gb;
+    char *        base  = static_cast<char *>(t->data) + g0 * gb;
+    const size_t  skip  = offset - g0 * gb;
+    const bool    whole = set && skip == 0 && size == (g1 - g0) * gb;
+    if (whole) {
+        pack_q4_0x8(in, base, (int64_t) (g1 - g0), nb);
+        return;
+    }
+    std::vector<char> plain((g1 - g0) * gb);
+    unpack_q4_0x8(base, plain.data(), (int64_t) (g1 - g0), nb);
+    if (set) {
+        std::memcpy(plain.data() + skip, in, size);
+        pack_q4_0x8(plain.data(), base, (int64_t) (g1 - g0), nb);
+    } else {
+        std::memcpy(out, plain.data() + skip, size);
+    }
+}
+
+void * buf_base(wsp_ggml_backend_buffer_t buffer) {
+    return buffer->context;
+}
+
+void buf_free(wsp_ggml_backend_buffer_t buffer) {
+    std::free(buffer->context);
+}
+
+// a byte permutation within each group: memset gives the same bytes in either layout
+void buf_memset(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, uint8_t value, size_t offset, size_t size) {
+    std::memset(static_cast<char *>(t->data) + offset, value, size);
+}
+
+void buf_set(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    if (stored_repacked(t) && t->view_src == nullptr) {
+        convert_range(t, data, nullptr, offset, size, true);
+    } else if (stored_repacked(t)) {
+        WSP_GGML_ABORT("CPU_REPACK: cannot write %s, a view of the repacked weight %s; write the weight itself",
+                       describe(t).c_str(), describe(t->view_src).c_str());
+    } else {
+        std::memcpy(static_cast<char *>(t->data) + offset, data, size);
+    }
+}
+
+void buf_get(wsp_ggml_backend_buffer_t, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
+    if (stored_repacked(t) && t->view_src == nullptr) {
+        convert_range(t, nullptr, data, offset, size, false);
+    } else if (stored_repacked(t)) {
+        WSP_GGML_ABORT("CPU_REPACK: cannot read %s, a view of the repacked weight %s; read the weight itself",
+                       describe(t).c_str(), describe(t->view_src).c_str());
+    } else {
+        std::memcpy(data, static_cast<const char *>(t->data) + offset, size);
+    }
+}
+
+// from host memory only (plain bytes); anything else goes through get/set
+bool buf_cpy(wsp_ggml_backend_buffer_t, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
+    const wsp_ggml_tensor * s = storage_of(src);
+    if (s->buffer == nullptr || !wsp_ggml_backend_buffer_is_host(s->buffer) || !wsp_ggml_is_contiguous(src)) {
+        return false;
+    }
+    buf_set(nullptr, dst, src->data, 0, wsp_ggml_nbytes(dst));
+    return true;
+}
+
+void buf_clear(wsp_ggml_backend_buffer_t buffer, uint8_t value) {
+    std::memset(buffer->context, value, buffer->size);
+}
+
+const wsp_ggml_backend_buffer_i repack_buffer_iface = {
+    /* .free_buffer   = */ buf_free,
+    /* .get_base      = */ buf_base,
+    /* .init_tensor   = */ nullptr,
+    /* .memset_tensor = */ buf_memset,
+    /* .set_tensor    = */ buf_set,
+    /* .get_tensor    = */ buf_get,
+    /* .cpy_tensor    = */ buf_cpy,
+    /* .clear         = */ buf_clear,
+    /* .reset         = */ nullptr,
+};
+
+const char * buft_name(wsp_ggml_backend_buffer_type_t) {
+    return "CPU_REPACK";
+}
+
+wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
+    void * data = std::aligned_alloc(BASE_ALIGNMENT, WSP_GGML_PAD(size == 0 ? 1 : size, BASE_ALIGNMENT));
+    if (data == nullptr) {
+        WSP_LOG_ERROR("CPU_REPACK: failed to allocate %zu bytes (%.1f MiB)\n", size, (double) size / (1024.0 * 1024.0));
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_t b = wsp_ggml_backend_buffer_init(buft, repack_buffer_iface, data, size);
+    if (b == nullptr) {
+        std::free(data);
+    }
+    return b;
+}
+
+size_t buft_alignment(wsp_ggml_backend_buffer_type_t) {
+    return TENSOR_ALIGNMENT;
+}
+
+// not host memory: nobody but the CPU kernels may read the bytes where they lie
+bool buft_is_host(wsp_ggml_backend_buffer_type_t) {
+    return false;
+}
+
+wsp_ggml_backend_buffer_type repack_buft = {
+    /* .iface = */ {
+        /* .get_name       = */ buft_name,
+        /* .alloc_buffer   = */ buft_alloc,
+        /* .get_alignment  = */ buft_alignment,
+        /* .get_max_size   = */ nullptr,
+        /* .get_alloc_size = */ nullptr,
+        /* .is_host        = */ buft_is_host,
+    },
+    /* .device  = */ nullptr, // the CPU device, linked by backend.cpp
+    /* .context = */ nullptr,
+};
+
+} // namespace
+
+wsp_ggml_backend_buffer_type_t repack_buffer_type() {
+    return &repack_buft;
+}
+
+bool fits_repack(const wsp_ggml_tensor * t) {
+    return t->type == WSP_GGML_TYPE_Q4_0 && t->ne[0] % QK4_0 == 0 && t->ne[1] % REPACK_ROWS == 0 &&
+           wsp_ggml_is_contiguous(t);
+}
+
+bool stored_repacked(const wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * s = storage_of(t);
+    return s->buffer != nullptr && s->buffer->buft == &repack_buft && fits_repack(s);
+}
+
+bool repack_allows(const wsp_ggml_tensor * node) {
+    for (int i = 0; i < WSP_GGML_MAX_SRC; ++i) {
+        const wsp_ggml_tensor * src = node->src[i];
+        if (src == nullptr || !stored_repacked(src)) {
+            continue;
+        }
+        const bool weight = i == 0 && node->op == WSP_GGML_OP_MUL_MAT && src->view_src == nullptr;
+        if (!weight || node->type != WSP_GGML_TYPE_F32 || node->src[1]->type != WSP_GGML_TYPE_F32) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void pack_q4_0x8(const void * plain, void * packed, int64_t groups, int64_t blocks_per_row) {
+    const auto * in  = static_cast<const block_q4_0 *>(plain);
+    auto *       out = static_cast<uint8_t *>(packed);
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, out += GROUP_BLOCK) {
+            for (int64_t r = 0; r < REPACK_ROWS; ++r) {
+                const block_q4_0 & blk = in[(g * REPACK_ROWS + r) * blocks_per_row + b];
+                std::memcpy(out + 2 * r, &blk.d, 2);
+                for (int t = 0; t < 4; ++t) {
+                    std::memcpy(out + 16 + 32 * t + 4 * r, blk.qs + 4 * t, 4);
+                }
+            }
+        }
+    }
+}
+
+void unpack_q4_0x8(const void * packed, void * plain, int64_t groups, int64_t blocks_per_row) {
+    const auto * in  = static_cast<const uint8_t *>(packed);
+    auto *       out = static_cast<block_q4_0 *>(plain);
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, in += GROUP_BLOCK) {
+            for (int64_t r = 0; r < REPACK_ROWS; ++r) {
+                block_q4_0 & blk = out[(g * REPACK_ROWS + r) * blocks_per_row + b];
+                std::memcpy(&blk.d, in + 2 * r, 2);
+                for (int t = 0; t < 4; ++t) {
+                    std::memcpy(blk.qs + 4 * t, in + 16 + 32 * t + 4 * r, 4);
+                }
+            }
+        }
+    }
+}
+
+} // namespace wsp::cpu
