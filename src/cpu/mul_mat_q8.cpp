@@ -321,20 +321,18 @@ void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K) {
     }
 }
 
-size_t dot_q8_work_size(const Geometry & g, int nth) {
+size_t q8_activations_work_size(const Geometry & g, int nth) {
     const size_t qx = (size_t) (g.n_batch * g.M * (g.K / QK)) * sizeof(BlockQ8);
     return ALIGN + align_up(qx) + (size_t) nth * align_up((size_t) g.K * sizeof(float));
 }
 
-void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
+const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
     WorkCarver carve(p.wdata);
     BlockQ8 *  qx      = carve.take<BlockQ8>((size_t) (g.n_batch * g.M * (g.K / QK)));
     float *    scratch = nullptr;
     for (int t = 0; t <= p.ith; ++t) {
         scratch = carve.take<float>((size_t) g.K);
     }
-
-    // phase 1: every b row to 8-bit blocks
     int64_t r0, r1;
     split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
@@ -342,6 +340,16 @@ void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
         quantize_row_q8(scratch, qx + r * (g.K / QK), g.K);
     }
     p.barrier();
+    return qx;
+}
+
+size_t dot_q8_work_size(const Geometry & g, int nth) {
+    return q8_activations_work_size(g, nth);
+}
+
+void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
+    // phase 1: every b row to 8-bit blocks
+    const BlockQ8 * qx = quantize_activations(p, g);
 
     // phase 2: items of weight rows
     const int64_t per     = dot_rows_per_item(g, p.nth);

@@ -154,26 +154,12 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
 } // namespace
 
 size_t repack_work_size(const Geometry & g, int nth) {
-    const size_t qx = (size_t) (g.n_batch * g.M * (g.K / QK8)) * sizeof(BlockQ8);
-    return ALIGN + align_up(qx) + (size_t) nth * align_up((size_t) g.K * sizeof(float));
+    return q8_activations_work_size(g, nth);
 }
 
 void repack_compute(const ComputeParams & p, const Geometry & g) {
-    WorkCarver carve(p.wdata);
-    BlockQ8 *  qx      = carve.take<BlockQ8>((size_t) (g.n_batch * g.M * (g.K / QK8)));
-    float *    scratch = nullptr;
-    for (int t = 0; t <= p.ith; ++t) {
-        scratch = carve.take<float>((size_t) g.K);
-    }
-
     // phase 1: every b row to 8-bit blocks
-    int64_t r0, r1;
-    split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
-    for (int64_t r = r0; r < r1; ++r) {
-        strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M), g.b->nb[0], scratch, g.K);
-        quantize_row_q8(scratch, qx + r * (g.K / QK8), g.K);
-    }
-    p.barrier();
+    const BlockQ8 * qx = quantize_activations(p, g);
 
     // phase 2: items of row groups
     const int64_t groups  = g.N / REPACK_ROWS;

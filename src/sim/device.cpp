@@ -216,9 +216,18 @@ bool reads_split_tensor(const Device & dev, const wsp_ggml_tensor * op) {
     return false;
 }
 
+// custom ops run a user's host function, which no GPU can: like the CUDA backend, a sim declines
+// them and the scheduler leaves them to the CPU (its graph_compute still runs one handed to it
+// directly, which the sim suites use as a hook into a stream)
+bool is_custom(const wsp_ggml_tensor * op) {
+    return op->op == WSP_GGML_OP_MAP_CUSTOM1 || op->op == WSP_GGML_OP_MAP_CUSTOM2 ||
+           op->op == WSP_GGML_OP_MAP_CUSTOM3 || op->op == WSP_GGML_OP_CUSTOM;
+}
+
 bool dev_supports_op(wsp_ggml_backend_dev_t d, const wsp_ggml_tensor * op) {
     Device & dev = ctx_of(d);
-    return dev.op_supported[(size_t) op->op].load() && !reads_split_tensor(dev, op) && wsp::cpu::supports_op(op);
+    return dev.op_supported[(size_t) op->op].load() && !is_custom(op) && !reads_split_tensor(dev, op) &&
+           wsp::cpu::supports_op(op);
 }
 
 // a split buffer type is this device's when it is the main device: split weights are leafs
