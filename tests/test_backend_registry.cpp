@@ -262,9 +262,14 @@ void check_extra_bufts(void * fn) {
     size_t n = 0;
     for (; n < 16 && bufts[n] != nullptr; ++n) {
         EXPECT_NE(wsp_ggml_backend_buft_name(bufts[n]), nullptr);
-        EXPECT_TRUE(wsp_ggml_backend_buft_is_host(bufts[n])) << "extra CPU types hold host memory";
+        // the CPU's own types, whose bytes are in another layout: not host memory to anyone else
+        EXPECT_EQ(wsp_ggml_backend_buft_get_device(bufts[n]), cpu_device());
+        EXPECT_TRUE(wsp_ggml_backend_dev_supports_buft(cpu_device(), bufts[n]));
+        EXPECT_FALSE(wsp_ggml_backend_buft_is_host(bufts[n]));
     }
     EXPECT_LT(n, 16u) << "the extra buffer type list is not NULL-terminated";
+    ASSERT_EQ(n, 1u);
+    EXPECT_STREQ(wsp_ggml_backend_buft_name(bufts[0]), "CPU_REPACK");
 }
 
 void check_set_abort_callback(void * fn) {
