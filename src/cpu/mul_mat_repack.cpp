@@ -26,7 +26,9 @@ namespace {
 
 constexpr int    RT          = 8;   // b rows per tile
 constexpr size_t GROUP_BLOCK = 144; // bytes of one block of a group
-constexpr int    PREFETCH    = 1024;
+// bytes ahead of the block being read: at M = 1 (2 threads, K = 1280, N = 5120, quiet machine)
+// 512 gave 75 GFLOP/s, 1024 100-108, 2048 109, 4096 111-113, 8192 108
+constexpr int PREFETCH = 4096;
 
 #if WSP_REPACK_SIMD
 inline __m256i bcast4(const int8_t * q) {
