@@ -182,10 +182,12 @@ TEST(CpuBackend, SupportsOp) {
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q6_K)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q2_K, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
-    wsp_ggml_tensor * sum = t(WSP_GGML_TYPE_F32, 1, 1);
-    sum->op               = WSP_GGML_OP_SUM;
-    sum->src[0]           = x;
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, sum));
+    // a training op: no kernel
+    wsp_ggml_tensor * loss = t(WSP_GGML_TYPE_F32, 1, 1);
+    loss->op               = WSP_GGML_OP_CROSS_ENTROPY_LOSS;
+    loss->src[0]           = x;
+    loss->src[1]           = x;
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, loss));
     wsp_ggml_tensor * i = t(WSP_GGML_TYPE_I32, 4, 1);
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_add(ctx, i, i)));
     EXPECT_FALSE(wsp_ggml_backend_offload_op(cpu.b, wsp_ggml_add(ctx, x, x)));

@@ -57,8 +57,53 @@ const OpKernel * kernel_for(const wsp_ggml_tensor * node) {
         case WSP_GGML_OP_GET_ROWS: return &kernel_get_rows;
         case WSP_GGML_OP_IM2COL: return &kernel_im2col;
         case WSP_GGML_OP_PAD_REFLECT_1D: return &kernel_pad_reflect;
+        case WSP_GGML_OP_POOL_1D:
+        case WSP_GGML_OP_POOL_2D: return &kernel_pool;
+        case WSP_GGML_OP_CONV_2D_DW: return &kernel_conv_2d_dw;
+        case WSP_GGML_OP_CONV_TRANSPOSE_1D:
+        case WSP_GGML_OP_CONV_TRANSPOSE_2D: return &kernel_conv_transpose;
+        case WSP_GGML_OP_MUL_MAT_ID: return &kernel_mul_mat_id;
+        case WSP_GGML_OP_OUT_PROD: return &kernel_out_prod;
         case WSP_GGML_OP_CONCAT: return &kernel_concat;
         case WSP_GGML_OP_MAP_CUSTOM1: return &kernel_custom1;
+        case WSP_GGML_OP_REPEAT: return &kernel_repeat;
+        case WSP_GGML_OP_PAD: return &kernel_pad;
+        case WSP_GGML_OP_ROLL: return &kernel_roll;
+        case WSP_GGML_OP_WIN_PART: return &kernel_win_part;
+        case WSP_GGML_OP_WIN_UNPART: return &kernel_win_unpart;
+        case WSP_GGML_OP_GET_REL_POS: return &kernel_get_rel_pos;
+        case WSP_GGML_OP_ADD_REL_POS: return &kernel_add_rel_pos;
+        case WSP_GGML_OP_UPSCALE: return &kernel_upscale;
+        case WSP_GGML_OP_ARANGE: return &kernel_arange;
+        case WSP_GGML_OP_TIMESTEP_EMBEDDING: return &kernel_timestep;
+        case WSP_GGML_OP_ARGSORT: return &kernel_argsort;
+        case WSP_GGML_OP_ROPE: return &kernel_rope;
+        case WSP_GGML_OP_LOG:
+        case WSP_GGML_OP_SIN:
+        case WSP_GGML_OP_COS:
+        case WSP_GGML_OP_CLAMP:
+        case WSP_GGML_OP_LEAKY_RELU:
+        case WSP_GGML_OP_ADD1: return &kernel_math_map;
+        case WSP_GGML_OP_SUM:
+        case WSP_GGML_OP_SUM_ROWS:
+        case WSP_GGML_OP_ARGMAX:
+        case WSP_GGML_OP_COUNT_EQUAL: return &kernel_math_reduce;
+        case WSP_GGML_OP_RMS_NORM:
+        case WSP_GGML_OP_L2_NORM:
+        case WSP_GGML_OP_GROUP_NORM: return &kernel_rms_norm;
+        case WSP_GGML_OP_ACC:
+        case WSP_GGML_OP_SET: return &kernel_set;
+        case WSP_GGML_OP_DIAG:
+        case WSP_GGML_OP_DIAG_MASK_INF:
+        case WSP_GGML_OP_DIAG_MASK_ZERO: return &kernel_diag;
+        case WSP_GGML_OP_MAP_CUSTOM2: return &kernel_custom2;
+        case WSP_GGML_OP_MAP_CUSTOM3: return &kernel_custom3;
+        case WSP_GGML_OP_CUSTOM: return &kernel_custom;
+        case WSP_GGML_OP_SSM_CONV: return &kernel_ssm_conv;
+        case WSP_GGML_OP_SSM_SCAN: return &kernel_ssm_scan;
+        case WSP_GGML_OP_RWKV_WKV6: return &kernel_rwkv_wkv6;
+        case WSP_GGML_OP_RWKV_WKV7: return &kernel_rwkv_wkv7;
+        case WSP_GGML_OP_GATED_LINEAR_ATTN: return &kernel_gated_linear_attn;
         default: return nullptr;
     }
 }
