@@ -1,7 +1,8 @@
 // The API lists of the contract (tests/api/*.txt, copies of the shared lists) against what
 // we build and what we test: every listed function is exported by the library a client links
 // (found with dlsym through libwsp-ggml and the libraries it depends on), and every function of
-// the seed's header is called by some test source. A failure names the missing functions.
+// the seed's header is called by some test source; and every name of whisper.rn 0.4.0's public
+// headers is declared by ours and exported (the surface test). A failure names the missing ones.
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 
 #include <cctype>
 #include <filesystem>
+#include <map>
+#include <regex>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -17,6 +20,9 @@
 
 #ifndef WSP_TESTS_DIR
 #    error "WSP_TESTS_DIR (the tests source directory) must be defined"
+#endif
+#ifndef WSP_INCLUDE_DIR
+#    error "WSP_INCLUDE_DIR (the public headers' directory) must be defined"
 #endif
 #ifndef WSP_GGML_LIBRARY
 #    error "WSP_GGML_LIBRARY (the file of the wsp-ggml library) must be defined"
@@ -53,6 +59,19 @@ std::string join(const std::vector<std::string> & names) {
 
 bool is_ident(char c) {
     return std::isalnum((unsigned char) c) || c == '_';
+}
+
+// "HEADER NAME" lines (declared-functions.txt): name -> the package headers that declare it
+std::map<std::string, std::set<std::string>> read_declared(const std::string & file) {
+    std::map<std::string, std::set<std::string>> names;
+    for (const std::string & line : read_list(file)) {
+        std::istringstream in(line);
+        std::string        header, name;
+        if (line[0] != '#' && (in >> header >> name)) {
+            names[name].insert(header);
+        }
+    }
+    return names;
 }
 
 // the source with comments and the contents of string and character literals blanked out, so
@@ -188,6 +207,56 @@ TEST(ApiCoverage, EverySeedFunctionIsCalledByATest) {
     EXPECT_TRUE(sched_missing.empty()) << sched_missing.size()
                                        << " scheduler functions are never called in tests/*.cpp:"
                                        << join(sched_missing);
+}
+
+// the code of every public header (include/*.h), comments and literals blanked out
+std::string public_header_code() {
+    std::string code;
+    for (const fs::directory_entry & e : fs::directory_iterator(WSP_INCLUDE_DIR)) {
+        if (e.path().extension() == ".h") {
+            std::ifstream      in(e.path());
+            std::ostringstream text;
+            text << in.rdbuf();
+            code += code_only(text.str()) + "\n";
+        }
+    }
+    return code;
+}
+
+// Every name of whisper.rn 0.4.0's public headers (tests/api/declared-functions.txt, a copy of the
+// shared list: 540 lines, 530 names) is declared by our headers and, for functions, exported by
+// the library a client links. One name of the list is a type: the package's function-pointer
+// typedef wsp_ggml_backend_split_buffer_type_t returns wsp_ggml_backend_buffer_type_t, which the
+// list's extractor read as a call; a typedef in our headers satisfies it.
+TEST(ApiSurface, EveryDeclaredNameIsDeclaredAndExported) {
+    const std::map<std::string, std::set<std::string>> declared = read_declared("declared-functions.txt");
+    ASSERT_EQ(declared.size(), 530u) << "cannot read tests/api/declared-functions.txt";
+    const std::string code = public_header_code();
+    ASSERT_FALSE(code.empty()) << "no headers in " << WSP_INCLUDE_DIR;
+    std::set<std::string> called;
+    collect_calls(code, called);
+    void * lib = dlopen(WSP_GGML_LIBRARY, RTLD_NOW);
+    ASSERT_NE(lib, nullptr) << dlerror();
+    std::vector<std::string> undeclared, unexported, types;
+    for (const auto & entry : declared) {
+        const std::string & n = entry.first;
+        if (std::regex_search(code, std::regex("typedef[^;]*\\b" + n + "\\s*;"))) {
+            types.push_back(n);
+            continue;
+        }
+        if (called.count(n) == 0) {
+            undeclared.push_back(n + " (" + *entry.second.begin() + ")");
+        }
+        if (dlsym(lib, n.c_str()) == nullptr) {
+            unexported.push_back(n);
+        }
+    }
+    dlclose(lib);
+    EXPECT_TRUE(undeclared.empty()) << undeclared.size() << " functions of whisper.rn's headers are not declared in "
+                                    << WSP_INCLUDE_DIR << ":" << join(undeclared);
+    EXPECT_TRUE(unexported.empty()) << unexported.size() << " functions of whisper.rn's headers are not exported by "
+                                    << WSP_GGML_LIBRARY << ":" << join(unexported);
+    EXPECT_EQ(types, std::vector<std::string>({ "wsp_ggml_backend_buffer_type_t" }));
 }
 
 } // namespace
