@@ -26,8 +26,9 @@ namespace {
 
 constexpr int    RT          = 8;   // b rows per tile
 constexpr size_t GROUP_BLOCK = 144; // bytes of one block of a group
-// bytes ahead of the block being read: at M = 1 (2 threads, K = 1280, N = 5120, quiet machine)
-// 512 gave 75 GFLOP/s, 1024 100-108, 2048 109, 4096 111-113, 8192 108
+// bytes ahead of the block being read, each of its three cache lines asked for: at M = 1 / 4 / 16
+// (2 threads, K = 1280, N = 5120, quiet machine, GFLOP/s) one line 1 KiB ahead gave 100 / 280 / 400,
+// 4 KiB ahead 110 / 280 / 405, all three lines 4 KiB ahead 115 / 355 / 475 (2 or 6 KiB: the same)
 constexpr int PREFETCH = 4096;
 
 #if WSP_REPACK_SIMD
@@ -66,6 +67,31 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
 }
 #endif
 
+#if WSP_REPACK_SIMD
+// one block of a group: its 8 scales, and its nibbles as 8 vectors (lane = row); the block's
+// three cache lines are asked for PREFETCH bytes ahead (Note [weight prefetch], mul_mat_dot.cpp)
+inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi) {
+    const char * p = reinterpret_cast<const char *>(blk) + PREFETCH;
+    _mm_prefetch(p, _MM_HINT_T0);
+    _mm_prefetch(p + 64, _MM_HINT_T0);
+    _mm_prefetch(p + 128, _MM_HINT_T0);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int t = 0; t < 4; ++t) {
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 16 + 32 * t));
+        lo[t]           = _mm256_and_si256(c, m4);
+        hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
+}
+
+// acc += the block's contribution for one b row: d_w * (d_x * sum(u * q) - 8 * s_x)
+inline __m256 accumulate(__m256 acc, __m256 dw, const __m256i * lo, const __m256i * hi, const BlockQ8 & xb) {
+    const __m256 s = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
+    const __m256 v = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
+    return _mm256_fmadd_ps(v, dw, acc);
+}
+#endif
+
 // out[8 r + lane] = row (8 g + lane) of the group dotted with b row x[r], r < R
 template <int R>
 void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, float * out) {
@@ -74,22 +100,12 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
     for (int r = 0; r < R; ++r) {
         acc[r] = _mm256_setzero_ps();
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
-        _mm_prefetch(reinterpret_cast<const char *>(grp) + PREFETCH, _MM_HINT_T0);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(grp)));
         __m256i      lo[4], hi[4];
-        for (int t = 0; t < 4; ++t) {
-            const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(grp + 16 + 32 * t));
-            lo[t]           = _mm256_and_si256(c, m4);
-            hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-        }
+        const __m256 dw = decode(grp, lo, hi);
 #    pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const BlockQ8 & xb = x[r][b];
-            const __m256    s  = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
-            const __m256    v  = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
-            acc[r]             = _mm256_fmadd_ps(v, dw, acc[r]);
+            acc[r] = accumulate(acc[r], dw, lo, hi, x[r][b]);
         }
     }
     for (int r = 0; r < R; ++r) {
