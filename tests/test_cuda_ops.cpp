@@ -33,27 +33,6 @@ using Build = std::function<std::vector<wsp_ggml_tensor *>(wsp_ggml_context *)>;
 // sets an input tensor and returns true, or returns false to leave it to the default fill
 using Fill = std::function<bool(wsp_ggml_tensor *, uint32_t seed)>;
 
-// a new input tensor: contiguous, permuted (dims 0 and 1 swapped, over an input of shape
-// [ne1, ne0, ...]) or strided (rows of ne0 inside rows of ne0 + 3, starting one element in)
-wsp_ggml_tensor * operand(wsp_ggml_context * ctx, wsp_ggml_type type, std::vector<int64_t> ne, Layout layout) {
-    ne.resize(4, 1);
-    wsp_ggml_tensor * base;
-    switch (layout) {
-        case Layout::Contiguous: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]); break;
-        case Layout::Permuted: base = wsp_ggml_new_tensor_4d(ctx, type, ne[1], ne[0], ne[2], ne[3]); break;
-        default: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0] + 3, ne[1], ne[2], ne[3]); break;
-    }
-    wsp_ggml_set_input(base);
-    if (layout == Layout::Contiguous) {
-        return base;
-    }
-    if (layout == Layout::Permuted) {
-        return wsp_ggml_permute(ctx, base, 1, 0, 2, 3);
-    }
-    return wsp_ggml_view_4d(ctx, base, ne[0], ne[1], ne[2], ne[3], base->nb[1], base->nb[2], base->nb[3],
-                            wsp_ggml_type_size(type));
-}
-
 // the node `op` computed in place over a: a view of a, as the _inplace builders make it
 wsp_ggml_tensor * in_place(wsp_ggml_context * ctx, wsp_ggml_op op, wsp_ggml_tensor * a, const void * params,
                            size_t params_size, wsp_ggml_tensor * src1 = nullptr) {
@@ -63,34 +42,6 @@ wsp_ggml_tensor * in_place(wsp_ggml_context * ctx, wsp_ggml_op op, wsp_ggml_tens
     r->src[1]           = src1;
     std::memcpy(r->op_params, params, params_size);
     return r;
-}
-
-// NMSE over the pairs of finite values; non-finite ones must be identical (NaN matching NaN)
-void expect_close(const std::vector<float> & gpu, const std::vector<float> & cpu, double tol,
-                  const std::string & what) {
-    ASSERT_EQ(gpu.size(), cpu.size()) << what;
-    double             err = 0.0, norm = 0.0, worst = -1.0;
-    size_t             worst_i = 0, n_odd = 0;
-    std::ostringstream odd;
-    for (size_t i = 0; i < cpu.size(); ++i) {
-        const float a = gpu[i], b = cpu[i];
-        if (!std::isfinite(a) || !std::isfinite(b)) {
-            if (!((std::isnan(a) && std::isnan(b)) || a == b) && n_odd++ < 4) {
-                odd << " [" << i << "] gpu " << a << " cpu " << b;
-            }
-            continue;
-        }
-        const double d = (double) a - (double) b;
-        err += d * d;
-        norm += (double) b * b;
-        if (std::fabs(d) > worst) {
-            worst   = std::fabs(d);
-            worst_i = i;
-        }
-    }
-    EXPECT_EQ(n_odd, 0u) << what << ": non-finite values differ:" << odd.str();
-    const double e = norm > 0.0 ? err / norm : err;
-    EXPECT_LT(e, tol) << what << ": worst [" << worst_i << "] gpu " << gpu[worst_i] << " cpu " << cpu[worst_i];
 }
 
 // quantized results: the bytes of every row (rows may sit apart in a view)
@@ -186,8 +137,6 @@ void compare(const Build & build, const Fill & fill = nullptr, float lo = -1.0f,
         wsp_ggml_backend_free(cuda);
     }
 }
-
-const std::vector<Layout> LAYOUTS = { Layout::Contiguous, Layout::Permuted, Layout::Strided };
 
 // ---- UNARY, SQR, SQRT
 

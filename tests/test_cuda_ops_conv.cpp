@@ -73,31 +73,9 @@ void compare(const Build & build, const Fill & fill = nullptr) {
     }
 }
 
-// an input of logical shape ne: contiguous, permuted (dims 0 and 1 swapped) or strided rows
-wsp_ggml_tensor * operand(wsp_ggml_context * ctx, wsp_ggml_type type, std::vector<int64_t> ne, Layout layout) {
-    ne.resize(4, 1);
-    wsp_ggml_tensor * base;
-    switch (layout) {
-        case Layout::Contiguous: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]); break;
-        case Layout::Permuted: base = wsp_ggml_new_tensor_4d(ctx, type, ne[1], ne[0], ne[2], ne[3]); break;
-        default: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0] + 3, ne[1], ne[2], ne[3]); break;
-    }
-    wsp_ggml_set_input(base);
-    if (layout == Layout::Contiguous) {
-        return base;
-    }
-    if (layout == Layout::Permuted) {
-        return wsp_ggml_permute(ctx, base, 1, 0, 2, 3);
-    }
-    return wsp_ggml_view_4d(ctx, base, ne[0], ne[1], ne[2], ne[3], base->nb[1], base->nb[2], base->nb[3],
-                            wsp_ggml_type_size(type));
-}
-
 wsp_ggml_tensor * input(wsp_ggml_context * ctx, wsp_ggml_type type, std::vector<int64_t> ne) {
     return operand(ctx, type, std::move(ne), Layout::Contiguous);
 }
-
-const Layout LAYOUTS[] = { Layout::Contiguous, Layout::Permuted, Layout::Strided };
 
 TEST(CudaConv, Pool1d) {
     REQUIRE_GPU();

@@ -1,8 +1,9 @@
 #pragma once
 
 // Helpers for the CUDA suites: the skip for machines without a GPU, a comparison of every node
-// of a graph computed on each CUDA device with the same graph on the CPU backend, and the CUDA
-// result of one node.
+// of a graph computed on each CUDA device with the same graph on the CPU backend, the CUDA
+// result of one node, operands in every layout and an NMSE check that also compares non-finite
+// values.
 
 #include "ggml-cuda.h"
 #include "ggml-sim.h"
@@ -10,8 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace wsp::test {
@@ -115,6 +119,58 @@ inline std::vector<float> cuda_output(Graph & g, wsp_ggml_tensor * out, int devi
     EXPECT_TRUE(ok);
     wsp_ggml_backend_free(cuda);
     return c.values;
+}
+
+// the operand layouts of the CUDA suites (test_util.h)
+inline const std::vector<Layout> LAYOUTS = { Layout::Contiguous, Layout::Permuted, Layout::Strided };
+
+// a new input of logical shape ne: contiguous, permuted (dims 0 and 1 swapped, over an input of
+// shape [ne1, ne0, ...]) or strided (rows of ne0 inside rows of ne0 + 3, starting one element in)
+inline wsp_ggml_tensor * operand(wsp_ggml_context * ctx, wsp_ggml_type type, std::vector<int64_t> ne, Layout layout) {
+    ne.resize(4, 1);
+    wsp_ggml_tensor * base;
+    switch (layout) {
+        case Layout::Contiguous: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]); break;
+        case Layout::Permuted: base = wsp_ggml_new_tensor_4d(ctx, type, ne[1], ne[0], ne[2], ne[3]); break;
+        default: base = wsp_ggml_new_tensor_4d(ctx, type, ne[0] + 3, ne[1], ne[2], ne[3]); break;
+    }
+    wsp_ggml_set_input(base);
+    if (layout == Layout::Contiguous) {
+        return base;
+    }
+    if (layout == Layout::Permuted) {
+        return wsp_ggml_permute(ctx, base, 1, 0, 2, 3);
+    }
+    return wsp_ggml_view_4d(ctx, base, ne[0], ne[1], ne[2], ne[3], base->nb[1], base->nb[2], base->nb[3],
+                            wsp_ggml_type_size(type));
+}
+
+// NMSE over the pairs of finite values below tol; non-finite ones must be identical (NaN matching NaN)
+inline void expect_close(const std::vector<float> & gpu, const std::vector<float> & cpu, double tol,
+                         const std::string & what) {
+    ASSERT_EQ(gpu.size(), cpu.size()) << what;
+    double             err = 0.0, norm = 0.0, worst = -1.0;
+    size_t             worst_i = 0, n_odd = 0;
+    std::ostringstream odd;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        const float a = gpu[i], b = cpu[i];
+        if (!std::isfinite(a) || !std::isfinite(b)) {
+            if (!((std::isnan(a) && std::isnan(b)) || a == b) && n_odd++ < 4) {
+                odd << " [" << i << "] gpu " << a << " cpu " << b;
+            }
+            continue;
+        }
+        const double d = (double) a - (double) b;
+        err += d * d;
+        norm += (double) b * b;
+        if (std::fabs(d) > worst) {
+            worst   = std::fabs(d);
+            worst_i = i;
+        }
+    }
+    EXPECT_EQ(n_odd, 0u) << what << ": non-finite values differ:" << odd.str();
+    const double e = norm > 0.0 ? err / norm : err;
+    EXPECT_LT(e, tol) << what << ": worst [" << worst_i << "] gpu " << gpu[worst_i] << " cpu " << cpu[worst_i];
 }
 
 } // namespace wsp::test
