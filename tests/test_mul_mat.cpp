@@ -340,12 +340,20 @@ TEST(MulMat, QuantizedPaths) {
 
 // Note [numerics by M] (mul_mat_path.h): a slice of the weight's rows, as a split buffer gives
 // each device, is computed as the whole computes those rows. Below the GEMM threshold both take
-// the same dot kernel, bit for bit; above it the slice may take the other exact F32 path.
+// the same dot kernel, bit for bit; above it the slice may take the other exact F32 path. The
+// slice starts mid-tile (n0 = 10), and a K with a scalar tail (67) checks Note [tail rounding].
 TEST(MulMat, RowSliceKeepsNumerics) {
-    for (wsp_ggml_type a_type : { WSP_GGML_TYPE_F16, WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q8_0 }) {
-        const int64_t K = 256, N = 100, n0 = 10, n1 = 40;
-        for (int64_t M : { (int64_t) 3, wsp::cpu::mm::gemm_min_rows(a_type) }) {
-            SCOPED_TRACE(std::string(wsp_ggml_type_name(a_type)) + " M " + std::to_string(M));
+    struct Form {
+        wsp_ggml_type type;
+        int64_t       K;
+    };
+    for (Form f : { Form{ WSP_GGML_TYPE_F16, 256 }, Form{ WSP_GGML_TYPE_F16, 67 }, Form{ WSP_GGML_TYPE_F32, 67 },
+                    Form{ WSP_GGML_TYPE_Q4_0, 256 }, Form{ WSP_GGML_TYPE_Q8_0, 256 } }) {
+        const wsp_ggml_type a_type = f.type;
+        const int64_t       K = f.K, N = 100, n0 = 10, n1 = 40;
+        for (int64_t M : { (int64_t) 1, (int64_t) 3, wsp::cpu::mm::gemm_min_rows(a_type) }) {
+            SCOPED_TRACE(std::string(wsp_ggml_type_name(a_type)) + " K " + std::to_string(K) + " M " +
+                         std::to_string(M));
             Graph             g;
             wsp_ggml_tensor * a     = g.input(a_type, { K, N });
             wsp_ggml_tensor * slice = wsp_ggml_view_2d(g.ctx(), a, K, n1 - n0, a->nb[1], (size_t) n0 * a->nb[1]);

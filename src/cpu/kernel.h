@@ -28,6 +28,8 @@ struct ComputeParams {
     void barrier() const;
     // dynamic work distribution: returns 0, 1, 2, ... across the tasks of this node
     int64_t next_chunk() const;
+    // guided ranges of n items for one phase per node (Note [guided claims], threadpool.h)
+    bool claim(int64_t n, int64_t min_size, int64_t & begin, int64_t & end) const;
 };
 
 struct OpKernel {

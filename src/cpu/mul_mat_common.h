@@ -68,6 +68,22 @@ private:
     int64_t               base_ = 0;
 };
 
+// fn(batch, i0, i1) over the weight rows of every batch (n_batch x N rows, batch-major), in
+// guided claims of at least min_rows rows (Note [guided claims], threadpool.h); a claim that
+// crosses a batch boundary is cut there
+template <class Fn>
+void for_claimed_rows(const ComputeParams & p, const Geometry & g, int64_t min_rows, Fn && fn) {
+    int64_t begin, end;
+    while (p.claim(g.n_batch * g.N, min_rows, begin, end)) {
+        for (int64_t r = begin; r < end;) {
+            const int64_t batch = r / g.N, i0 = r % g.N;
+            const int64_t i1 = i0 + (end - r) < g.N ? i0 + (end - r) : g.N;
+            fn(batch, i0, i1);
+            r += i1 - i0;
+        }
+    }
+}
+
 constexpr size_t ALIGN = 64;
 
 inline size_t align_up(size_t n) {

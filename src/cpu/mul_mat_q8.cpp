@@ -285,8 +285,12 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const B
     const int64_t   nb    = g.K / QK;
     const BlockQ8 * xrows[RQ];
     float           out[RQ];
+    // the batch's first weight row and dst row, not redone per row (as in mul_mat_dot.cpp)
+    const char * a0   = g.a_row(0, batch);
+    char *       d0   = g.dst_row(0, batch);
+    const size_t a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
     for (int64_t i = i0; i < i1; ++i) {
-        const char * wrow = g.a_row(i, batch);
+        const char * wrow = a0 + i * a_nb;
         for (int64_t m = 0; m < g.M; m += RQ) {
             const int r = (int) (g.M - m < RQ ? g.M - m : RQ);
             for (int q = 0; q < r; ++q) {
@@ -294,7 +298,7 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const B
             }
             tiles[(size_t) r - 1](wrow, xrows, nb, out);
             for (int q = 0; q < r; ++q) {
-                *g.dst_at(i, m + q, batch) = out[q];
+                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
             }
         }
     }
@@ -351,15 +355,9 @@ void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
     // phase 1: every b row to 8-bit blocks
     const BlockQ8 * qx = quantize_activations(p, g);
 
-    // phase 2: items of weight rows
-    const int64_t per     = dot_rows_per_item(g, p.nth);
-    const int64_t chunks  = (g.N + per - 1) / per;
-    const int64_t n_items = g.n_batch * chunks;
-    ChunkCursor   cursor(p);
-    for (int64_t it = cursor.next(n_items); it >= 0; it = cursor.next(n_items)) {
-        const int64_t batch = it / chunks, i0 = (it % chunks) * per;
-        dot_rows(g, batch, i0, i0 + per < g.N ? i0 + per : g.N, qx);
-    }
+    // phase 2: guided ranges of the weight rows of all batches, one batch after another
+    for_claimed_rows(p, g, dot_rows_per_item(g, p.nth),
+                     [&](int64_t batch, int64_t i0, int64_t i1) { dot_rows(g, batch, i0, i1, qx); });
 }
 
 } // namespace wsp::cpu::mm

@@ -179,16 +179,11 @@ void repack_compute(const ComputeParams & p, const Geometry & g) {
     // phase 1: every b row to 8-bit blocks
     const BlockQ8 * qx = quantize_activations(p, g);
 
-    // phase 2: items of row groups
-    const int64_t groups  = g.N / REPACK_ROWS;
-    const int64_t per     = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS;
-    const int64_t chunks  = (groups + per - 1) / per;
-    const int64_t n_items = g.n_batch * chunks;
-    ChunkCursor   cursor(p);
-    for (int64_t it = cursor.next(n_items); it >= 0; it = cursor.next(n_items)) {
-        const int64_t batch = it / chunks, g0 = (it % chunks) * per;
-        groups_of(g, batch, g0, g0 + per < groups ? g0 + per : groups, qx);
-    }
+    // phase 2: guided ranges of whole row groups (N is a multiple of REPACK_ROWS)
+    const int64_t per = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS * REPACK_ROWS;
+    for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
+        groups_of(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
+    });
 }
 
 } // namespace wsp::cpu::mm

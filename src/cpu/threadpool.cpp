@@ -33,12 +33,35 @@ void ThreadGroup::barrier() {
     }
 }
 
+bool ThreadGroup::claim(int64_t n, int64_t min_size, int64_t & begin, int64_t & end) {
+    min_size    = min_size < 1 ? 1 : min_size;
+    int64_t cur = claimed_.load(std::memory_order_relaxed);
+    for (;;) {
+        if (cur >= n) {
+            return false;
+        }
+        int64_t size       = (n - cur) / (2 * (int64_t) nth_);
+        size               = (size + min_size - 1) / min_size * min_size;
+        size               = size < min_size ? min_size : size;
+        const int64_t next = cur + size < n ? cur + size : n;
+        if (claimed_.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+            begin = cur;
+            end   = next;
+            return true;
+        }
+    }
+}
+
 void ComputeParams::barrier() const {
     group->barrier();
 }
 
 int64_t ComputeParams::next_chunk() const {
     return group->next_chunk();
+}
+
+bool ComputeParams::claim(int64_t n, int64_t min_size, int64_t & begin, int64_t & end) const {
+    return group->claim(n, min_size, begin, end);
 }
 
 ThreadPool::ThreadPool(int n_threads, int poll, bool paused) : n_threads_(n_threads < 1 ? 1 : n_threads) {

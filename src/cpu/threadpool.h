@@ -23,17 +23,27 @@ public:
         nth_ = nth;
         count_.store(0, std::memory_order_relaxed);
         chunk_.store(0, std::memory_order_relaxed);
+        claimed_.store(0, std::memory_order_relaxed);
     }
 
     void barrier();
 
     int64_t next_chunk() { return chunk_.fetch_add(1, std::memory_order_relaxed); }
 
+    // Note [guided claims]: the next range [begin, end) of n items, or false when all are taken.
+    // A claim takes half of what remains per task (rem / 2 nth), at least min_size items, rounded
+    // up to a multiple of min_size: a task streams through few long contiguous ranges (the
+    // hardware prefetcher follows them and claims rarely touch the shared line) while the
+    // ranges shrink toward the end, so a late task still finds work and no task is left with a
+    // long tail. One claimed phase per node: the counter is reset only by start().
+    bool claim(int64_t n, int64_t min_size, int64_t & begin, int64_t & end);
+
 private:
     int nth_ = 1;
     alignas(64) std::atomic<int> count_{ 0 };
     alignas(64) std::atomic<int> phase_{ 0 };
     alignas(64) std::atomic<int64_t> chunk_{ 0 };
+    alignas(64) std::atomic<int64_t> claimed_{ 0 };
 };
 
 class ThreadPool {
