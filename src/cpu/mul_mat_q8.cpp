@@ -304,6 +304,31 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const B
     }
 }
 
+// One b row against weight rows [i0, i1), one row after another with the tile called directly
+// (Note [one-row stream], mul_mat_dot.cpp): at K = 512 a row is 16 blocks, and a call through the
+// tile table per row cost a third of the row.
+template <class Q>
+void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx) {
+    const int64_t   nb   = g.K / QK;
+    const BlockQ8 * x    = qx + batch * nb;
+    const char *    a0   = g.a_row(0, batch);
+    char *          d0   = g.dst_row(0, batch);
+    const size_t    a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+    for (int64_t i = i0; i < i1; ++i) {
+        q8_tile<Q, 1>(a0 + i * a_nb, &x, nb, reinterpret_cast<float *>(d0 + i * d_nb0));
+    }
+}
+
+void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx) {
+    switch (g.a->type) {
+        case WSP_GGML_TYPE_Q4_0: stream_rows<Q4_0>(g, batch, i0, i1, qx); break;
+        case WSP_GGML_TYPE_Q4_1: stream_rows<Q4_1>(g, batch, i0, i1, qx); break;
+        case WSP_GGML_TYPE_Q5_0: stream_rows<Q5_0>(g, batch, i0, i1, qx); break;
+        case WSP_GGML_TYPE_Q5_1: stream_rows<Q5_1>(g, batch, i0, i1, qx); break;
+        default: stream_rows<Q8_0>(g, batch, i0, i1, qx); break;
+    }
+}
+
 } // namespace
 
 void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K) {
@@ -356,8 +381,13 @@ void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
     const BlockQ8 * qx = quantize_activations(p, g);
 
     // phase 2: guided ranges of the weight rows of all batches, one batch after another
-    for_claimed_rows(p, g, dot_rows_per_item(g, p.nth),
-                     [&](int64_t batch, int64_t i0, int64_t i1) { dot_rows(g, batch, i0, i1, qx); });
+    for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
+        if (g.M == 1) {
+            stream_rows(g, batch, i0, i1, qx);
+        } else {
+            dot_rows(g, batch, i0, i1, qx);
+        }
+    });
 }
 
 } // namespace wsp::cpu::mm
