@@ -93,6 +93,14 @@ bool supported(const wsp_ggml_tensor * dst) {
 
 } // namespace
 
-const OpKernel kernel_soft_max = { supported, tasks_by_rows, work_size, compute };
+// exp costs more than the elementwise ops' default split assumes: cross attention's 12 heads x
+// 1500 logits (whisper small, one token) took 16 us on one thread
+int n_tasks(const wsp_ggml_tensor * dst, int n_threads) {
+    const int64_t rows    = wsp_ggml_nrows(dst);
+    const int     by_size = tasks_for_elements(wsp_ggml_nelements(dst), n_threads, 4096);
+    return (int) (rows < by_size ? (rows < 1 ? 1 : rows) : by_size);
+}
+
+const OpKernel kernel_soft_max = { supported, n_tasks, work_size, compute };
 
 } // namespace wsp::cpu
