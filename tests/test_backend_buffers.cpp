@@ -230,6 +230,34 @@ TEST(Buffer, CpuBufferAccessorsAndClear) {
     wsp_ggml_backend_buffer_free(nullptr); // freeing nothing is allowed
 }
 
+// Note [huge pages] (cpu_buffer.cpp): a large CPU buffer starts on a 2 MiB boundary (Linux) and
+// holds what is written to it, end to end; the smaps line says whether the kernel gave huge pages
+// (advice, which it may refuse: reported, not asserted)
+TEST(Buffer, LargeCpuBuffersStartOnAHugePage) {
+    const size_t              size = (size_t) 9 << 20; // not a multiple of 2 MiB
+    wsp_ggml_backend_buffer_t buf  = wsp_ggml_backend_buft_alloc_buffer(wsp_ggml_backend_cpu_buffer_type(), size);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_EQ(wsp_ggml_backend_buffer_get_size(buf), size);
+    auto * base = static_cast<uint8_t *>(wsp_ggml_backend_buffer_get_base(buf));
+#if defined(__linux__)
+    const char * env = std::getenv("WSP_GGML_CPU_HUGE_PAGES");
+    if (env == nullptr || std::atoi(env) != 0) {
+        EXPECT_EQ((uintptr_t) base % ((uintptr_t) 2 << 20), 0u);
+    }
+#endif
+    for (size_t i = 0; i < size; i += 4096) {
+        base[i] = (uint8_t) (i >> 12);
+    }
+    base[size - 1] = 0xa5;
+    size_t bad     = 0;
+    for (size_t i = 0; i < size; i += 4096) {
+        bad += base[i] != (uint8_t) (i >> 12) ? 1 : 0;
+    }
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(base[size - 1], 0xa5);
+    wsp_ggml_backend_buffer_free(buf);
+}
+
 TEST(Buffer, SimBufferAccessorsAndClear) {
     wsp_ggml_backend_dev_t         dev  = sim_device(1);
     wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_dev_buffer_type(dev);

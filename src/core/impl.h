@@ -137,6 +137,10 @@ inline const wsp_ggml_tensor * storage_of(const wsp_ggml_tensor * t) {
 // payload of `size` bytes in the context arena (aborts with a message when ctx is full)
 WSP_INTERNAL_API void * context_alloc(wsp_ggml_context * ctx, wsp_ggml_object_type type, size_t size);
 
+// host memory for a backend buffer of `size` bytes, 64-byte aligned, on huge pages where large
+// (Note [huge pages], backend/cpu_buffer.cpp); std::free releases it; NULL when out of memory
+WSP_INTERNAL_API void * host_buffer_alloc(size_t size);
+
 // new tensor (or view of view_src at view_offs) in ctx; aborts with a message when ctx is full
 WSP_INTERNAL_API wsp_ggml_tensor * new_tensor_impl(wsp_ggml_context * ctx, wsp_ggml_type type, int n_dims,
                                                    const int64_t * ne, wsp_ggml_tensor * view_src, size_t view_offs);

@@ -15,7 +15,6 @@ namespace wsp::cpu {
 
 namespace {
 
-constexpr size_t BASE_ALIGNMENT   = 64;
 constexpr size_t TENSOR_ALIGNMENT = 64;
 constexpr size_t GROUP_BLOCK      = REPACK_ROWS * sizeof(block_q4_0); // 144 bytes
 
@@ -113,7 +112,7 @@ const char * buft_name(wsp_ggml_backend_buffer_type_t) {
 }
 
 wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
-    void * data = std::aligned_alloc(BASE_ALIGNMENT, WSP_GGML_PAD(size == 0 ? 1 : size, BASE_ALIGNMENT));
+    void * data = wsp::host_buffer_alloc(size == 0 ? 1 : size);
     if (data == nullptr) {
         WSP_LOG_ERROR("CPU_REPACK: failed to allocate %zu bytes (%.1f MiB)\n", size, (double) size / (1024.0 * 1024.0));
         return nullptr;
