@@ -380,6 +380,28 @@ TEST(MulMat, RowSliceKeepsNumerics) {
     }
 }
 
+// Note [Q8_0 pairs] (mul_mat_q8.cpp): one b row takes the paired AVX-512 kernel where there is
+// one, which must give exactly what the general tile gives that row in a batch of two
+TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
+    for (int64_t K : { (int64_t) 64, (int64_t) 96, (int64_t) 1280 }) { // 2, 3 (odd) and 40 blocks
+        SCOPED_TRACE("K " + std::to_string(K));
+        const int64_t     N = 37;
+        Graph             g;
+        wsp_ggml_tensor * a   = g.input(WSP_GGML_TYPE_Q8_0, { K, N });
+        wsp_ggml_tensor * b2  = g.input(WSP_GGML_TYPE_F32, { K, 2 });
+        wsp_ggml_tensor * b1  = wsp_ggml_view_2d(g.ctx(), b2, K, 1, b2->nb[1], 0);
+        wsp_ggml_tensor * two = wsp_ggml_mul_mat(g.ctx(), a, b2);
+        wsp_ggml_tensor * one = wsp_ggml_mul_mat(g.ctx(), a, b1);
+        g.build(two, { one });
+        set_values(a, random_values((size_t) (K * N), 31));
+        set_values(b2, random_values((size_t) (K * 2), 32));
+        ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+        const std::vector<float> t = get_values(two), o = get_values(one);
+        ASSERT_EQ(o.size(), (size_t) N);
+        EXPECT_EQ(std::memcmp(t.data(), o.data(), (size_t) N * sizeof(float)), 0);
+    }
+}
+
 // what the backend reports matches what the kernel computes
 TEST(MulMat, SupportsOp) {
     Graph              g;

@@ -319,6 +319,76 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && WSP_MM_Q8_SIMD
+#    define WSP_MM_Q8_0_PAIRS 1
+
+// Note [Q8_0 pairs]: at one b row a Q8_0 weight is read once per node and the 256-bit kernel is
+// bound by its instructions (about 13 a block: two sign flips, a scalar scale). With AVX-512 two
+// blocks share each instruction: weight bytes w become unsigned as w + 128 (one xor), and the
+// dot product starts from a per-lane correction -128 * (the lane's four activation bytes), so
+// each 32-bit lane holds exactly the integer the 256-bit kernel's lane holds; the scales
+// d_w * d_x are formed per lane with the same single multiply. Low half = even block, high half
+// = odd block, as that kernel's two accumulators: the result is bit for bit the same.
+struct PairedRow {
+    const int8_t *  q;    // K activation bytes, contiguous
+    const int32_t * corr; // 8 per block
+    const float *   dx;   // 8 per block: the block's d_x, repeated
+};
+
+PairedRow prepare_pairs(const BlockQ8 * x, int64_t nb, void * mem) {
+    auto * q    = static_cast<int8_t *>(mem);
+    auto * corr = reinterpret_cast<int32_t *>(q + nb * QK);
+    auto * dx   = reinterpret_cast<float *>(corr + nb * 8);
+    for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(q + b * QK, x[b].qs, QK);
+        for (int j = 0; j < 8; ++j) {
+            const int8_t * l = x[b].qs + 4 * j;
+            corr[b * 8 + j]  = -128 * ((int32_t) l[0] + l[1] + l[2] + l[3]);
+            dx[b * 8 + j]    = x[b].d;
+        }
+    }
+    return { q, corr, dx };
+}
+
+float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
+    const __m512i flip = _mm512_set1_epi8((char) 0x80);
+    __m512        acc  = _mm512_setzero_ps();
+    int64_t       ib   = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
+        const __m512i wv =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib].qs))),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib + 1].qs)), 1);
+        const __m512i s  = _mm512_dpbusd_epi32(_mm512_loadu_si512(x.corr + 8 * ib), _mm512_xor_si512(wv, flip),
+                                               _mm512_loadu_si512(x.q + QK * ib));
+        const __m256i dh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short) w[ib].d)),
+                                                   _mm_set1_epi16((short) w[ib + 1].d), 1);
+        const __m512  sc = _mm512_mul_ps(_mm512_cvtph_ps(dh), _mm512_loadu_ps(x.dx + 8 * ib));
+        acc              = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+    }
+    __m256 even = _mm512_castps512_ps256(acc);
+    __m256 odd  = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    if (ib < nb) { // an odd last block joins the even ones, as in q8_tile
+        float bias = 0.0f;
+        q8_block<Q8_0, 1>(w[ib], &xb, ib, &even, &bias);
+    }
+    return hsum256(_mm256_add_ps(even, odd)) + (0.0f + 0.0f); // + the two (zero) biases, as q8_tile
+}
+
+void stream_rows_q8_0_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx,
+                            const PairedRow & x) {
+    const int64_t   nb   = g.K / QK;
+    const BlockQ8 * xb   = qx + batch * nb;
+    const char *    a0   = g.a_row(0, batch);
+    char *          d0   = g.dst_row(0, batch);
+    const size_t    a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+    for (int64_t i = i0; i < i1; ++i) {
+        *reinterpret_cast<float *>(d0 + i * d_nb0) =
+            q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(a0 + i * a_nb), x, xb, nb);
+    }
+}
+#endif
+
 void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx) {
     switch (g.a->type) {
         case WSP_GGML_TYPE_Q4_0: stream_rows<Q4_0>(g, batch, i0, i1, qx); break;
@@ -355,14 +425,30 @@ size_t q8_activations_work_size(const Geometry & g, int nth) {
     return ALIGN + align_up(qx) + (size_t) nth * align_up((size_t) g.K * sizeof(float));
 }
 
-const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
+namespace {
+
+// the work buffer as quantize_activations lays it out: the blocks, then K floats per task
+BlockQ8 * carve_activations(const ComputeParams & p, const Geometry & g, float ** scratch) {
     WorkCarver carve(p.wdata);
-    BlockQ8 *  qx      = carve.take<BlockQ8>((size_t) (g.n_batch * g.M * (g.K / QK)));
-    float *    scratch = nullptr;
+    BlockQ8 *  qx = carve.take<BlockQ8>((size_t) (g.n_batch * g.M * (g.K / QK)));
     for (int t = 0; t <= p.ith; ++t) {
-        scratch = carve.take<float>((size_t) g.K);
+        *scratch = carve.take<float>((size_t) g.K);
     }
-    int64_t r0, r1;
+    return qx;
+}
+
+} // namespace
+
+void * task_scratch(const ComputeParams & p, const Geometry & g) {
+    float * scratch = nullptr;
+    carve_activations(p, g, &scratch);
+    return scratch;
+}
+
+const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
+    float *   scratch = nullptr;
+    BlockQ8 * qx      = carve_activations(p, g, &scratch);
+    int64_t   r0, r1;
     split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
     for (int64_t r = r0; r < r1; ++r) {
         strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M), g.b->nb[0], scratch, g.K);
@@ -381,6 +467,22 @@ void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
     const BlockQ8 * qx = quantize_activations(p, g);
 
     // phase 2: guided ranges of the weight rows of all batches, one batch after another
+#if WSP_MM_Q8_0_PAIRS
+    if (g.M == 1 && g.a->type == WSP_GGML_TYPE_Q8_0) {
+        // this task's phase-1 scratch (K floats) is free now and holds the paired b row
+        void *    mem      = task_scratch(p, g);
+        int64_t   prepared = -1;
+        PairedRow x{};
+        for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
+            if (batch != prepared) {
+                x        = prepare_pairs(qx + batch * (g.K / QK), g.K / QK, mem);
+                prepared = batch;
+            }
+            stream_rows_q8_0_pairs(g, batch, i0, i1, qx, x);
+        });
+        return;
+    }
+#endif
     for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
         if (g.M == 1) {
             stream_rows(g, batch, i0, i1, qx);
