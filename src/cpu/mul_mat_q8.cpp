@@ -304,19 +304,25 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const B
     }
 }
 
+// fn(weight row, its output) for rows [i0, i1) of a batch, with one b row
+template <class Fn>
+void for_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, Fn && fn) {
+    const char * a0   = g.a_row(0, batch);
+    char *       d0   = g.dst_row(0, batch);
+    const size_t a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+    for (int64_t i = i0; i < i1; ++i) {
+        fn(a0 + i * a_nb, reinterpret_cast<float *>(d0 + i * d_nb0));
+    }
+}
+
 // One b row against weight rows [i0, i1), one row after another with the tile called directly
 // (Note [one-row stream], mul_mat_dot.cpp): at K = 512 a row is 16 blocks, and a call through the
 // tile table per row cost a third of the row.
 template <class Q>
 void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx) {
-    const int64_t   nb   = g.K / QK;
-    const BlockQ8 * x    = qx + batch * nb;
-    const char *    a0   = g.a_row(0, batch);
-    char *          d0   = g.dst_row(0, batch);
-    const size_t    a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
-    for (int64_t i = i0; i < i1; ++i) {
-        q8_tile<Q, 1>(a0 + i * a_nb, &x, nb, reinterpret_cast<float *>(d0 + i * d_nb0));
-    }
+    const int64_t   nb = g.K / QK;
+    const BlockQ8 * x  = qx + batch * nb;
+    for_rows(g, batch, i0, i1, [&](const char * w, float * out) { q8_tile<Q, 1>(w, &x, nb, out); });
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && WSP_MM_Q8_SIMD
@@ -377,15 +383,11 @@ float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * 
 
 void stream_rows_q8_0_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx,
                             const PairedRow & x) {
-    const int64_t   nb   = g.K / QK;
-    const BlockQ8 * xb   = qx + batch * nb;
-    const char *    a0   = g.a_row(0, batch);
-    char *          d0   = g.dst_row(0, batch);
-    const size_t    a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
-    for (int64_t i = i0; i < i1; ++i) {
-        *reinterpret_cast<float *>(d0 + i * d_nb0) =
-            q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(a0 + i * a_nb), x, xb, nb);
-    }
+    const int64_t   nb = g.K / QK;
+    const BlockQ8 * xb = qx + batch * nb;
+    for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
+        *out = q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(w), x, xb, nb);
+    });
 }
 #endif
 
