@@ -274,14 +274,14 @@ void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const f
     }
 }
 
-// One b row against weight rows [i0, i1) read in place, one row after another (Note [one-row
-// stream]), calling the tile directly: for a short K (attention's K = 64 rows are two cache
-// lines) a call through the tile table per row would cost as much as the row.
 // Note [stream prefetch]: cross attention's K = 64 rows at a 1.5 KiB stride, 12 layers of whisper
 // small: 0.92 ms with the prefetch two rows ahead, 0.62-0.67 with 4 KiB of rows ahead (8 and 16
 // KiB: 0.72); the contiguous decoder shapes (K = 512, 768, 3072) take 4 KiB as well as before.
 constexpr int64_t PREFETCH_BYTES = 4096;
 
+// One b row against weight rows [i0, i1) read in place, one row after another (Note [one-row
+// stream]), calling the tile directly: for a short K (attention's K = 64 rows are two cache
+// lines) a call through the tile table per row would cost as much as the row.
 template <class L>
 void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const float * x) {
     const char *  a0   = g.a_row(0, batch);
