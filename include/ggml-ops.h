@@ -1,7 +1,7 @@
 #pragma once
 
 // The rest of ggml.h's functions, as whisper.rn 0.4.0 declares them: the op builders besides
-// those of ggml.h's first part (in-place forms, elementwise math, reductions, norms, layout ops,
+// those of ggml-ops-core.h (in-place forms, elementwise math, reductions, norms, layout ops,
 // rope), then, through ggml-ops-nn.h, the others. Included by ggml.h, inside its extern "C"
 // block; include ggml.h, not this file.
 
