@@ -402,6 +402,33 @@ TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
     }
 }
 
+// Note [nibble pairs] (mul_mat_q8.cpp): one b row of a 4- or 5-bit weight takes the paired
+// AVX-512 kernel where there is one; its sums round in another order than the general tile's, so
+// the row agrees with that row of a batch of two to float rounding (the integer parts are exact)
+TEST(MulMat, OneRowNibbleTypesAgreeWithTheTile) {
+    for (wsp_ggml_type type : { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 }) {
+        for (int64_t K : { (int64_t) 64, (int64_t) 96, (int64_t) 160, (int64_t) 1280 }) { // 2, 3, 5, 40 blocks
+            SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K));
+            const int64_t     N = 37;
+            Graph             g;
+            wsp_ggml_tensor * a   = g.input(type, { K, N });
+            wsp_ggml_tensor * b2  = g.input(WSP_GGML_TYPE_F32, { K, 2 });
+            wsp_ggml_tensor * b1  = wsp_ggml_view_2d(g.ctx(), b2, K, 1, b2->nb[1], 0);
+            wsp_ggml_tensor * two = wsp_ggml_mul_mat(g.ctx(), a, b2);
+            wsp_ggml_tensor * one = wsp_ggml_mul_mat(g.ctx(), a, b1);
+            g.build(two, { one });
+            set_values(a, random_values((size_t) (K * N), 41));
+            set_values(b2, random_values((size_t) (K * 2), 42));
+            ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+            const std::vector<float> t = get_values(two), o = get_values(one);
+            ASSERT_EQ(o.size(), (size_t) N);
+            const std::vector<float> row(t.begin(), t.begin() + N);
+            // a wrong block, lane or min would be off by far more than float rounding
+            EXPECT_LE(nmse(o, row), 1e-11);
+        }
+    }
+}
+
 // what the backend reports matches what the kernel computes
 TEST(MulMat, SupportsOp) {
     Graph              g;

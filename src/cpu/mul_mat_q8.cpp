@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -337,23 +338,33 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
 // = odd block, as that kernel's two accumulators: the result is bit for bit the same.
 struct PairedRow {
     const int8_t *  q;    // K activation bytes, contiguous
-    const int32_t * corr; // 8 per block
+    const int32_t * corr; // 8 per block: -o * (the lane's four bytes), for weights u - o
+    const float *   sx;   // 8 per block: d_x * (the lane's four bytes), for weights with a min
     const float *   dx;   // 8 per block: the block's d_x, repeated
 };
 
-PairedRow prepare_pairs(const BlockQ8 * x, int64_t nb, void * mem) {
-    auto * q    = static_cast<int8_t *>(mem);
-    auto * corr = reinterpret_cast<int32_t *>(q + nb * QK);
-    auto * dx   = reinterpret_cast<float *>(corr + nb * 8);
+// the b row in the lanes' order, in 3 K bytes of mem: the bytes, then corr (o != 0) or sx
+// (o == 0), then dx
+PairedRow prepare_pairs(const BlockQ8 * x, int64_t nb, void * mem, int o) {
+    auto * q     = static_cast<int8_t *>(mem);
+    auto * lanes = q + nb * QK;
+    auto * corr  = reinterpret_cast<int32_t *>(lanes);
+    auto * sx    = reinterpret_cast<float *>(lanes);
+    auto * dx    = reinterpret_cast<float *>(lanes + nb * 8 * sizeof(float));
     for (int64_t b = 0; b < nb; ++b) {
         std::memcpy(q + b * QK, x[b].qs, QK);
         for (int j = 0; j < 8; ++j) {
-            const int8_t * l = x[b].qs + 4 * j;
-            corr[b * 8 + j]  = -128 * ((int32_t) l[0] + l[1] + l[2] + l[3]);
-            dx[b * 8 + j]    = x[b].d;
+            const int8_t * l   = x[b].qs + 4 * j;
+            const int32_t  sum = (int32_t) l[0] + l[1] + l[2] + l[3];
+            if (o != 0) {
+                corr[b * 8 + j] = -o * sum;
+            } else {
+                sx[b * 8 + j] = x[b].d * (float) sum;
+            }
+            dx[b * 8 + j] = x[b].d;
         }
     }
-    return { q, corr, dx };
+    return { q, o != 0 ? corr : nullptr, o != 0 ? nullptr : sx, dx };
 }
 
 float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
@@ -381,13 +392,160 @@ float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * 
     return hsum256(_mm256_add_ps(even, odd)) + (0.0f + 0.0f); // + the two (zero) biases, as q8_tile
 }
 
-void stream_rows_q8_0_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx,
-                            const PairedRow & x) {
-    const int64_t   nb = g.K / QK;
-    const BlockQ8 * xb = qx + batch * nb;
+#    if defined(__AVX512VBMI__)
+#        define WSP_MM_NIBBLE_PAIRS 1
+
+// Note [nibble pairs]: the 4- and 5-bit types at one b row, two blocks an instruction as in
+// Note [Q8_0 pairs]. One masked load takes both blocks whole (36 to 48 bytes; the mask keeps it
+// inside the row), and byte permutes (VBMI) spread it: the nibbles to the 64 lanes of the two
+// blocks, the fifth bits (Q5) to a mask, d (and m) to the 16 float lanes. The integer sum per
+// lane starts from -o * (the lane's activations) (Q4_0: o = 8, Q5_0: o = 16), so it is exactly
+// sum((u - o) * q); the mins of Q4_1 / Q5_1 add m * d_x * sum(q) per lane. About 9 instructions
+// a block against 17 for the 256-bit tile; its sums round in another order than the tile's, so
+// a row of M = 1 agrees with that row of a batch to float rounding, not bit for bit.
+template <class B>
+struct NibbleLayout; // the byte offsets of d, m, qh (-1: none), qs and o
+
+template <>
+struct NibbleLayout<block_q4_0> {
+    static constexpr int m = -1, qh = -1, qs = offsetof(block_q4_0, qs), o = 8;
+};
+
+template <>
+struct NibbleLayout<block_q4_1> {
+    static constexpr int m = offsetof(block_q4_1, m), qh = -1, qs = offsetof(block_q4_1, qs), o = 0;
+};
+
+template <>
+struct NibbleLayout<block_q5_0> {
+    static constexpr int m = -1, qh = offsetof(block_q5_0, qh), qs = offsetof(block_q5_0, qs), o = 16;
+};
+
+template <>
+struct NibbleLayout<block_q5_1> {
+    static constexpr int m = offsetof(block_q5_1, m), qh = offsetof(block_q5_1, qh), qs = offsetof(block_q5_1, qs),
+                         o = 0;
+};
+
+// the permutes' indices into the two blocks' bytes, built once per block type
+struct NibbleTables {
+    alignas(64) uint8_t nib[64];    // byte j (block j / 32, element t = j % 32) <- qs[t % 16]
+    alignas(64) uint16_t shift[32]; // 4 on the words of the high nibbles (t >= 16)
+    alignas(64) uint8_t qh[64];     // byte j <- byte t / 8 of the block's qh
+    alignas(64) uint8_t bit[64];    // 1 << (t % 8)
+    alignas(64) uint16_t dm[32];    // word i < 16: d of block i / 8; word i >= 16: m of block (i - 16) / 8
+};
+
+template <class B>
+const NibbleTables & nibble_tables() {
+    using L                     = NibbleLayout<B>;
+    static const NibbleTables t = [] {
+        NibbleTables r{};
+        for (int j = 0; j < 64; ++j) {
+            const int b = j / 32, e = j % 32, base = b * (int) sizeof(B);
+            r.nib[j] = (uint8_t) (base + L::qs + e % 16);
+            r.qh[j]  = (uint8_t) (base + (L::qh < 0 ? 0 : L::qh) + e / 8);
+            r.bit[j] = (uint8_t) (1u << (e % 8));
+        }
+        for (int i = 0; i < 32; ++i) {
+            r.shift[i]    = (uint16_t) ((i / 8) % 2 == 1 ? 4 : 0);
+            const int blk = (i % 16) / 8, at = i < 16 ? 0 : (L::m < 0 ? 0 : L::m);
+            r.dm[i] = (uint16_t) ((blk * (int) sizeof(B) + at) / 2);
+        }
+        return r;
+    }();
+    return t;
+}
+
+template <class Q>
+float nibble_row_pairs(const typename Q::Block * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
+    using B = typename Q::Block;
+    using L = NibbleLayout<B>;
+    static_assert(sizeof(B) % 2 == 0 && 2 * sizeof(B) <= 64, "two blocks in one load, d and m on words");
+    const NibbleTables & t     = nibble_tables<B>();
+    const __m512i        nib   = _mm512_load_si512(t.nib);
+    const __m512i        shift = _mm512_load_si512(t.shift);
+    const __m512i        qh    = _mm512_load_si512(t.qh);
+    const __m512i        bit   = _mm512_load_si512(t.bit);
+    const __m512i        dm    = _mm512_load_si512(t.dm);
+    const __m512i        low4  = _mm512_set1_epi8(0x0f);
+    const __mmask64      both  = ~(__mmask64) 0 >> (64 - 2 * sizeof(B));
+    // two pairs a step, each into its own sums, so one pair does not wait for the other's FMA
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, mins0 = acc0, mins1 = acc0;
+    auto   pair = [&](int64_t i, __m512 & acc, __m512 & mins) {
+        const __m512i raw = _mm512_maskz_loadu_epi8(both, w + i);
+        __m512i       u   = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(nib, raw), shift), low4);
+        if constexpr (L::qh >= 0) {
+            const __mmask64 fifth = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(qh, raw), bit);
+            u                     = _mm512_mask_add_epi8(u, fifth, u, _mm512_set1_epi8(16));
+        }
+        const __m512i start = L::o != 0 ? _mm512_loadu_si512(x.corr + 8 * i) : _mm512_setzero_si512();
+        const __m512i s     = _mm512_dpbusd_epi32(start, u, _mm512_loadu_si512(x.q + QK * i));
+        const __m512i h     = _mm512_permutexvar_epi16(dm, raw);
+        const __m512  sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_loadu_ps(x.dx + 8 * i));
+        acc              = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+        if constexpr (L::m >= 0) {
+            const __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+            mins           = _mm512_fmadd_ps(m, _mm512_loadu_ps(x.sx + 8 * i), mins);
+        }
+    };
+    int64_t ib = 0;
+    for (; ib + 4 <= nb; ib += 4) {
+        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(w + ib + 2) + PREFETCH, _MM_HINT_T0);
+        pair(ib, acc0, mins0);
+        pair(ib + 2, acc1, mins1);
+    }
+    if (ib + 2 <= nb) {
+        pair(ib, acc0, mins0);
+        ib += 2;
+    }
+    const __m512 all = _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(mins0, mins1));
+    __m256       half =
+        _mm256_add_ps(_mm512_castps512_ps256(all), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(all), 1)));
+    float bias = 0.0f;
+    if (ib < nb) { // an odd last block through the 256-bit kernel
+        q8_block<Q, 1>(w[ib], &xb, ib, &half, &bias);
+    }
+    return hsum256(half) + bias;
+}
+#    endif
+
+// the o of Note [nibble pairs] for the paired row of a type (Q8_0: 128), or -1: no paired kernel
+int paired_offset(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_Q8_0: return 128;
+#    if WSP_MM_NIBBLE_PAIRS
+        case WSP_GGML_TYPE_Q4_0: return NibbleLayout<block_q4_0>::o;
+        case WSP_GGML_TYPE_Q4_1: return NibbleLayout<block_q4_1>::o;
+        case WSP_GGML_TYPE_Q5_0: return NibbleLayout<block_q5_0>::o;
+        case WSP_GGML_TYPE_Q5_1: return NibbleLayout<block_q5_1>::o;
+#    endif
+        default: return -1;
+    }
+}
+
+template <class Q, class Kernel>
+void stream_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * xb, const PairedRow & x,
+                  Kernel kernel) {
+    const int64_t nb = g.K / QK;
     for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
-        *out = q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(w), x, xb, nb);
+        *out = kernel(reinterpret_cast<const typename Q::Block *>(w), x, xb, nb);
     });
+}
+
+void stream_rows_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx,
+                       const PairedRow & x) {
+    const BlockQ8 * xb = qx + batch * (g.K / QK);
+    switch (g.a->type) {
+#    if WSP_MM_NIBBLE_PAIRS
+        case WSP_GGML_TYPE_Q4_0: stream_pairs<Q4_0>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q4_0>); break;
+        case WSP_GGML_TYPE_Q4_1: stream_pairs<Q4_1>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q4_1>); break;
+        case WSP_GGML_TYPE_Q5_0: stream_pairs<Q5_0>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q5_0>); break;
+        case WSP_GGML_TYPE_Q5_1: stream_pairs<Q5_1>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q5_1>); break;
+#    endif
+        default: stream_pairs<Q8_0>(g, batch, i0, i1, xb, x, q8_0_row_pairs); break;
+    }
 }
 #endif
 
@@ -470,17 +628,17 @@ void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
 
     // phase 2: guided ranges of the weight rows of all batches, one batch after another
 #if WSP_MM_Q8_0_PAIRS
-    if (g.M == 1 && g.a->type == WSP_GGML_TYPE_Q8_0) {
+    if (const int o = paired_offset(g.a->type); g.M == 1 && o >= 0) {
         // this task's phase-1 scratch (K floats) is free now and holds the paired b row
         void *    mem      = task_scratch(p, g);
         int64_t   prepared = -1;
         PairedRow x{};
         for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
             if (batch != prepared) {
-                x        = prepare_pairs(qx + batch * (g.K / QK), g.K / QK, mem);
+                x        = prepare_pairs(qx + batch * (g.K / QK), g.K / QK, mem, o);
                 prepared = batch;
             }
-            stream_rows_q8_0_pairs(g, batch, i0, i1, qx, x);
+            stream_rows_pairs(g, batch, i0, i1, qx, x);
         });
         return;
     }
