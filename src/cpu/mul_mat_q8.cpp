@@ -11,6 +11,7 @@
 
 #include "../core/quants.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -608,11 +609,17 @@ void * task_scratch(const ComputeParams & p, const Geometry & g) {
 const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
     float *   scratch = nullptr;
     BlockQ8 * qx      = carve_activations(p, g, &scratch);
-    int64_t   r0, r1;
-    split_range(g.n_batch * g.M, p.ith, p.nth, r0, r1);
-    for (int64_t r = r0; r < r1; ++r) {
-        strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M), g.b->nb[0], scratch, g.K);
-        quantize_row_q8(scratch, qx + r * (g.K / QK), g.K);
+    // the tasks split the blocks of all rows, not the rows: at M = 1 every task takes its share
+    // of the one row instead of waiting at the barrier for the task that has it
+    const int64_t nb = g.K / QK;
+    int64_t       j0, j1;
+    split_range(g.n_batch * g.M * nb, p.ith, p.nth, j0, j1);
+    for (int64_t j = j0; j < j1;) {
+        const int64_t r = j / nb, b0 = j % nb, b1 = std::min(nb, b0 + (j1 - j));
+        strided_row_to_f32(g.b->type, g.b_row(r % g.M, r / g.M) + b0 * QK * g.b->nb[0], g.b->nb[0], scratch,
+                           (b1 - b0) * QK);
+        quantize_row_q8(scratch, qx + r * nb + b0, (b1 - b0) * QK);
+        j += b1 - b0;
     }
     p.barrier();
     return qx;
