@@ -152,6 +152,35 @@ TEST(CpuRepack, MulMatAtEveryM) {
     check_mul_mat(64, 24, 150, 1, 1); // many rows (the encoder)
 }
 
+// Note [b row pairs] (mul_mat_repack.cpp): two b rows share each 512-bit instruction where there
+// is AVX-512, and every lane computes as the one-row tile does: each row of a batch of M comes out
+// bit for bit as that row alone
+TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
+    for (int64_t K : { (int64_t) 64, (int64_t) 1280 }) {
+        const int64_t N = 24, M = 19; // pairs in tiles of 8 and 1, and an odd last row
+        SCOPED_TRACE("K " + std::to_string(K));
+        const Weights w = q4_0_weights(K, N, 7);
+        WeightCtx     packed(repack_buft(), WSP_GGML_TYPE_Q4_0, { K, N });
+        wsp_ggml_backend_tensor_set(packed.t, w.bytes.data(), 0, w.bytes.size());
+        Graph                          g;
+        wsp_ggml_tensor *              b   = g.input(WSP_GGML_TYPE_F32, { K, M });
+        wsp_ggml_tensor *              all = wsp_ggml_mul_mat(g.ctx(), packed.t, b);
+        std::vector<wsp_ggml_tensor *> one;
+        for (int64_t m = 0; m < M; ++m) {
+            one.push_back(
+                wsp_ggml_mul_mat(g.ctx(), packed.t, wsp_ggml_view_2d(g.ctx(), b, K, 1, b->nb[1], m * b->nb[1])));
+        }
+        g.build(all, one);
+        set_values(b, random_values((size_t) (K * M), 8));
+        ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+        const std::vector<float> got = get_values(all);
+        for (int64_t m = 0; m < M; ++m) {
+            const std::vector<float> row = get_values(one[(size_t) m]);
+            EXPECT_EQ(std::memcmp(row.data(), got.data() + m * N, (size_t) N * sizeof(float)), 0) << "row " << m;
+        }
+    }
+}
+
 TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
     wsp_ggml_backend_dev_t dev   = wsp_ggml_backend_dev_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU);
     wsp_ggml_context *     ctx   = wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead(), nullptr, true });

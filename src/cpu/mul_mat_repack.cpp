@@ -148,6 +148,145 @@ constexpr std::array<TileFn, RT> make_tiles(std::index_sequence<I...>) {
 
 constexpr std::array<TileFn, RT> TILES = make_tiles(std::make_index_sequence<RT>());
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__) && WSP_REPACK_SIMD
+#    define WSP_REPACK_PAIRS 1
+
+// Note [b row pairs]: from two b rows on, a 512-bit instruction serves two b rows at once. Lane
+// 2 l + h holds weight row l of the group against b row 2 p + h of the pair p: the group's
+// nibble vectors are widened with each 32-bit lane doubled (one permute per 32-byte chunk, shared
+// by every pair), and the activations of a pair are stored interleaved in phase 1, 4 bytes of one
+// row then 4 of the other, so one 8-byte broadcast feeds a multiply-add. Every lane computes what
+// the 256-bit tile's lane computes, in the same order (two chains of four, the same two FMAs), so
+// a pair's results are those of group_tile bit for bit, at half its instructions.
+struct PairQ8 {
+    int8_t qs[64]; // qs[8 j + 4 h + i] = row h's q[4 j + i]
+    float  d[2];   // d_x of the two rows
+    float  ms[2];  // -8 * s_x of the two rows
+};
+
+void pair_block(const BlockQ8 & a, const BlockQ8 & b, PairQ8 & out) {
+    for (int j = 0; j < 8; ++j) {
+        std::memcpy(out.qs + 8 * j, a.qs + 4 * j, 4);
+        std::memcpy(out.qs + 8 * j + 4, b.qs + 4 * j, 4);
+    }
+    out.d[0]  = a.d;
+    out.d[1]  = b.d;
+    out.ms[0] = -8.0f * a.s;
+    out.ms[1] = -8.0f * b.s;
+}
+
+// out[16 p + 2 lane + h] = row (8 g + lane) of the group dotted with b row 2 p + h of x, p < P
+template <int P>
+void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float * out) {
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i m4  = _mm512_set1_epi8(0x0f);
+    __m512        acc[P];
+    for (int q = 0; q < P; ++q) {
+        acc[q] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
+        const char * ahead = reinterpret_cast<const char *>(grp) + PREFETCH;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        __m512i lo[4], hi[4];
+        for (int t = 0; t < 4; ++t) {
+            const __m512i c = _mm512_permutexvar_epi32(
+                dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(grp + 16 + 32 * t))));
+            lo[t] = _mm512_and_si512(c, m4);
+            hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        }
+        const __m512 dw = _mm512_permutexvar_ps(
+            dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(grp)))));
+#    pragma GCC unroll 8
+        for (int q = 0; q < P; ++q) {
+            const PairQ8 & xp = x[q][b];
+            __m512i        s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int t = 0; t < 4; ++t) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[t],
+                                         _mm512_set1_epi64(*reinterpret_cast<const long long *>(xp.qs + 8 * t)));
+                s1 = _mm512_dpbusd_epi32(s1, hi[t],
+                                         _mm512_set1_epi64(*reinterpret_cast<const long long *>(xp.qs + 32 + 8 * t)));
+            }
+            const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            const __m512 v   = _mm512_fmadd_ps(
+                  sum, _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.d)))),
+                  _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.ms)))));
+            acc[q] = _mm512_fmadd_ps(v, dw, acc[q]);
+        }
+    }
+    for (int q = 0; q < P; ++q) {
+        _mm512_storeu_ps(out + 16 * q, acc[q]);
+    }
+}
+
+using PairTileFn = void (*)(const uint8_t *, const PairQ8 * const *, int64_t, float *);
+
+template <size_t... I>
+constexpr std::array<PairTileFn, RT> make_pair_tiles(std::index_sequence<I...>) {
+    return { { &pair_tile<(int) I + 1>... } };
+}
+
+constexpr int                        RP         = 8; // b row pairs per tile: 8 accumulators
+constexpr std::array<PairTileFn, RP> PAIR_TILES = make_pair_tiles(std::make_index_sequence<RP>());
+
+// the pairs of a batch's b rows after phase 1's blocks (M / 2 pairs of nb blocks per batch)
+size_t pairs_size(const Geometry & g) {
+    return (size_t) (g.n_batch * (g.M / 2) * (g.K / QK8)) * sizeof(PairQ8);
+}
+
+PairQ8 * carve_pairs(const ComputeParams & p, const Geometry & g) {
+    return reinterpret_cast<PairQ8 *>(static_cast<char *>(p.wdata) + q8_activations_work_size(g, p.nth));
+}
+
+// phase 1b: the tasks interleave their share of the pairs' blocks, then wait for each other
+const PairQ8 * prepare_pairs(const ComputeParams & p, const Geometry & g, const BlockQ8 * qx) {
+    PairQ8 *      pairs = carve_pairs(p, g);
+    const int64_t nb = g.K / QK8, per_batch = (g.M / 2) * nb;
+    int64_t       j0, j1;
+    split_range(g.n_batch * per_batch, p.ith, p.nth, j0, j1);
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t   batch = j / per_batch, pr = j % per_batch / nb, b = j % nb;
+        const BlockQ8 * r0 = qx + (batch * g.M + 2 * pr) * nb;
+        pair_block(r0[b], r0[nb + b], pairs[j]);
+    }
+    p.barrier();
+    return pairs;
+}
+
+// groups [g0, g1) of a batch against its b row pairs, then a last odd b row through group_tile
+void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx,
+                   const PairQ8 * pairs) {
+    const int64_t  nb = g.K / QK8, np = g.M / 2;
+    const PairQ8 * xp[RP];
+    float          out[RP * 2 * REPACK_ROWS];
+    for (int64_t grp = g0; grp < g1; ++grp) {
+        const auto * w = reinterpret_cast<const uint8_t *>(g.a_row(grp * REPACK_ROWS, batch));
+        for (int64_t q0 = 0; q0 < np; q0 += RP) {
+            const int n = (int) (np - q0 < RP ? np - q0 : RP);
+            for (int q = 0; q < n; ++q) {
+                xp[q] = pairs + (batch * np + q0 + q) * nb;
+            }
+            PAIR_TILES[(size_t) n - 1](w, xp, nb, out);
+            for (int q = 0; q < n; ++q) {
+                for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+                    for (int h = 0; h < 2; ++h) {
+                        *g.dst_at(grp * REPACK_ROWS + lane, 2 * (q0 + q) + h, batch) = out[16 * q + 2 * lane + h];
+                    }
+                }
+            }
+        }
+        if (g.M % 2 == 1) {
+            const BlockQ8 * last = qx + (batch * g.M + g.M - 1) * nb;
+            TILES[0](w, &last, nb, out);
+            for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+                *g.dst_at(grp * REPACK_ROWS + lane, g.M - 1, batch) = out[lane];
+            }
+        }
+    }
+}
+#endif
+
 void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx) {
     const int64_t   nb = g.K / QK8;
     const BlockQ8 * xrows[RT];
@@ -172,7 +311,11 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
 } // namespace
 
 size_t repack_work_size(const Geometry & g, int nth) {
+#if WSP_REPACK_PAIRS
+    return q8_activations_work_size(g, nth) + pairs_size(g);
+#else
     return q8_activations_work_size(g, nth);
+#endif
 }
 
 void repack_compute(const ComputeParams & p, const Geometry & g) {
@@ -181,6 +324,15 @@ void repack_compute(const ComputeParams & p, const Geometry & g) {
 
     // phase 2: guided ranges of whole row groups (N is a multiple of REPACK_ROWS)
     const int64_t per = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS * REPACK_ROWS;
+#if WSP_REPACK_PAIRS
+    if (g.M >= 2) {
+        const PairQ8 * pairs = prepare_pairs(p, g, qx);
+        for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
+            groups_paired(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx, pairs);
+        });
+        return;
+    }
+#endif
     for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
         groups_of(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
     });
