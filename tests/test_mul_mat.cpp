@@ -402,29 +402,43 @@ TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
     }
 }
 
-// Note [nibble pairs] (mul_mat_q8.cpp): one b row of a 4- or 5-bit weight takes the paired
-// AVX-512 kernel where there is one; its sums round in another order than the general tile's, so
-// the row agrees with that row of a batch of two to float rounding (the integer parts are exact)
-TEST(MulMat, OneRowNibbleTypesAgreeWithTheTile) {
+// Note [nibble pairs] (mul_mat_q8.cpp): the 4- and 5-bit weights take the paired AVX-512 kernels
+// up to some M where there are some, in which every b row sums as it would alone: each row of
+// such a batch comes out bit for bit as that row alone (elsewhere they agree to float rounding)
+TEST(MulMat, NibbleTypesRowsOfABatchEqualEachRowAlone) {
     for (wsp_ggml_type type : { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 }) {
         for (int64_t K : { (int64_t) 64, (int64_t) 96, (int64_t) 160, (int64_t) 1280 }) { // 2, 3, 5, 40 blocks
-            SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K));
-            const int64_t     N = 37;
-            Graph             g;
-            wsp_ggml_tensor * a   = g.input(type, { K, N });
-            wsp_ggml_tensor * b2  = g.input(WSP_GGML_TYPE_F32, { K, 2 });
-            wsp_ggml_tensor * b1  = wsp_ggml_view_2d(g.ctx(), b2, K, 1, b2->nb[1], 0);
-            wsp_ggml_tensor * two = wsp_ggml_mul_mat(g.ctx(), a, b2);
-            wsp_ggml_tensor * one = wsp_ggml_mul_mat(g.ctx(), a, b1);
-            g.build(two, { one });
-            set_values(a, random_values((size_t) (K * N), 41));
-            set_values(b2, random_values((size_t) (K * 2), 42));
-            ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
-            const std::vector<float> t = get_values(two), o = get_values(one);
-            ASSERT_EQ(o.size(), (size_t) N);
-            const std::vector<float> row(t.begin(), t.begin() + N);
-            // a wrong block, lane or min would be off by far more than float rounding
-            EXPECT_LE(nmse(o, row), 1e-11);
+            // the most rows the paired kernels take (Q4_0 / Q5_0 8: two tiles of 4, Q4_1 / Q5_1
+            // 4) and one fewer (a last tile of 3)
+            const int64_t most = wsp::cpu::mm::paired_max_rows(type, K);
+            for (int64_t M : { most, most - 1 }) {
+                SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K) + " M " +
+                             std::to_string(M));
+                const int64_t                  N = 37;
+                Graph                          g;
+                wsp_ggml_tensor *              a   = g.input(type, { K, N });
+                wsp_ggml_tensor *              b   = g.input(WSP_GGML_TYPE_F32, { K, M });
+                wsp_ggml_tensor *              all = wsp_ggml_mul_mat(g.ctx(), a, b);
+                std::vector<wsp_ggml_tensor *> one;
+                for (int64_t m = 0; m < M; ++m) {
+                    one.push_back(
+                        wsp_ggml_mul_mat(g.ctx(), a, wsp_ggml_view_2d(g.ctx(), b, K, 1, b->nb[1], m * b->nb[1])));
+                }
+                g.build(all, one);
+                set_values(a, random_values((size_t) (K * N), 41));
+                set_values(b, random_values((size_t) (K * M), 42));
+                ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+                const std::vector<float> got = get_values(all);
+                for (int64_t m = 0; m < M; ++m) {
+                    const std::vector<float> row(got.begin() + m * N, got.begin() + (m + 1) * N);
+                    const std::vector<float> alone = get_values(one[(size_t) m]);
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+                    EXPECT_EQ(std::memcmp(row.data(), alone.data(), (size_t) N * sizeof(float)), 0) << "row " << m;
+#else
+                    EXPECT_LE(nmse(alone, row), 1e-11) << "row " << m;
+#endif
+                }
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 // is d_w * d_x * sum(u * q) + (m_w - o * d_w) * s_x. Q8_0 weights are signed: sum(|w| * sign(w) q).
 
 #include "mul_mat_dot.h"
+#include "mul_mat_path.h"
 #include "q8_act.h"
 
 #include "vec.h"
@@ -347,28 +348,32 @@ struct PairedRow {
     const float *   dx;   // 8 per block: the block's d_x, repeated
 };
 
-// the b row in the lanes' order, in 3 K bytes of mem: the bytes, then corr (o != 0) or sx
-// (o == 0), then dx
-PairedRow prepare_pairs(const BlockQ8 * x, int64_t nb, void * mem, int o) {
-    auto * q     = static_cast<int8_t *>(mem);
-    auto * lanes = q + nb * QK;
+// A b row in the lanes' order takes 3 K bytes: the bytes, then corr (o != 0) or sx (o == 0),
+// then dx. Each task writes the rows of a batch from its 8-bit blocks (write_paired_rows).
+PairedRow paired_row(const char * mem, int64_t nb) {
+    const auto * q     = reinterpret_cast<const int8_t *>(mem);
+    const char * lanes = mem + nb * QK;
+    return { q, reinterpret_cast<const int32_t *>(lanes), reinterpret_cast<const float *>(lanes),
+             reinterpret_cast<const float *>(lanes + nb * 8 * sizeof(float)) };
+}
+
+// block b of the paired row at mem (nb blocks) from its 8-bit block x
+void write_paired(const BlockQ8 & x, int64_t b, int64_t nb, char * mem, int o) {
+    char * lanes = mem + nb * QK;
     auto * corr  = reinterpret_cast<int32_t *>(lanes);
     auto * sx    = reinterpret_cast<float *>(lanes);
     auto * dx    = reinterpret_cast<float *>(lanes + nb * 8 * sizeof(float));
-    for (int64_t b = 0; b < nb; ++b) {
-        std::memcpy(q + b * QK, x[b].qs, QK);
-        for (int j = 0; j < 8; ++j) {
-            const int8_t * l   = x[b].qs + 4 * j;
-            const int32_t  sum = (int32_t) l[0] + l[1] + l[2] + l[3];
-            if (o != 0) {
-                corr[b * 8 + j] = -o * sum;
-            } else {
-                sx[b * 8 + j] = x[b].d * (float) sum;
-            }
-            dx[b * 8 + j] = x[b].d;
+    std::memcpy(mem + b * QK, x.qs, QK);
+    for (int j = 0; j < 8; ++j) {
+        const int8_t * l   = x.qs + 4 * j;
+        const int32_t  sum = (int32_t) l[0] + l[1] + l[2] + l[3];
+        if (o != 0) {
+            corr[b * 8 + j] = -o * sum;
+        } else {
+            sx[b * 8 + j] = x.d * (float) sum;
         }
+        dx[b * 8 + j] = x.d;
     }
-    return { q, o != 0 ? corr : nullptr, o != 0 ? nullptr : sx, dx };
 }
 
 float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
@@ -461,8 +466,12 @@ const NibbleTables & nibble_tables() {
     return t;
 }
 
-template <class Q>
-float nibble_row_pairs(const typename Q::Block * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
+// out[r] = the weight row w dotted with b row r (paired x[r], blocks xb[r]), r < R: each pair of
+// blocks decodes once for the R rows, and every row sums as it would alone (even and odd pairs
+// apart, then the odd last block), so a row's result does not depend on M
+template <class Q, int R>
+void nibble_rows_pairs(const typename Q::Block * w, const PairedRow * x, const BlockQ8 * const * xb, int64_t nb,
+                       float * out) {
     using B = typename Q::Block;
     using L = NibbleLayout<B>;
     static_assert(sizeof(B) % 2 == 0 && 2 * sizeof(B) <= 64, "two blocks in one load, d and m on words");
@@ -475,22 +484,29 @@ float nibble_row_pairs(const typename Q::Block * w, const PairedRow & x, const B
     const __m512i        low4  = _mm512_set1_epi8(0x0f);
     const __mmask64      both  = ~(__mmask64) 0 >> (64 - 2 * sizeof(B));
     // two pairs a step, each into its own sums, so one pair does not wait for the other's FMA
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, mins0 = acc0, mins1 = acc0;
-    auto   pair = [&](int64_t i, __m512 & acc, __m512 & mins) {
+    __m512 acc0[R], acc1[R], mins0[R], mins1[R];
+    for (int r = 0; r < R; ++r) {
+        acc0[r] = acc1[r] = mins0[r] = mins1[r] = _mm512_setzero_ps();
+    }
+    auto pair = [&](int64_t i, __m512 * acc, __m512 * mins) {
         const __m512i raw = _mm512_maskz_loadu_epi8(both, w + i);
         __m512i       u   = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi8(nib, raw), shift), low4);
         if constexpr (L::qh >= 0) {
             const __mmask64 fifth = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(qh, raw), bit);
             u                     = _mm512_mask_add_epi8(u, fifth, u, _mm512_set1_epi8(16));
         }
-        const __m512i start = L::o != 0 ? _mm512_loadu_si512(x.corr + 8 * i) : _mm512_setzero_si512();
-        const __m512i s     = _mm512_dpbusd_epi32(start, u, _mm512_loadu_si512(x.q + QK * i));
-        const __m512i h     = _mm512_permutexvar_epi16(dm, raw);
-        const __m512  sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_loadu_ps(x.dx + 8 * i));
-        acc              = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
-        if constexpr (L::m >= 0) {
-            const __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-            mins           = _mm512_fmadd_ps(m, _mm512_loadu_ps(x.sx + 8 * i), mins);
+        const __m512i h  = _mm512_permutexvar_epi16(dm, raw);
+        const __m512  dw = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+#        pragma GCC   unroll 4
+        for (int r = 0; r < R; ++r) {
+            const __m512i start = L::o != 0 ? _mm512_loadu_si512(x[r].corr + 8 * i) : _mm512_setzero_si512();
+            const __m512i s     = _mm512_dpbusd_epi32(start, u, _mm512_loadu_si512(x[r].q + QK * i));
+            const __m512  sc    = _mm512_mul_ps(dw, _mm512_loadu_ps(x[r].dx + 8 * i));
+            acc[r]              = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);
+            if constexpr (L::m >= 0) {
+                const __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+                mins[r]        = _mm512_fmadd_ps(m, _mm512_loadu_ps(x[r].sx + 8 * i), mins[r]);
+            }
         }
     };
     int64_t ib = 0;
@@ -504,20 +520,77 @@ float nibble_row_pairs(const typename Q::Block * w, const PairedRow & x, const B
         pair(ib, acc0, mins0);
         ib += 2;
     }
-    const __m512 all = _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(mins0, mins1));
-    __m256       half =
-        _mm256_add_ps(_mm512_castps512_ps256(all), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(all), 1)));
-    float bias = 0.0f;
-    if (ib < nb) { // an odd last block through the 256-bit kernel
-        q8_block<Q, 1>(w[ib], &xb, ib, &half, &bias);
+    for (int r = 0; r < R; ++r) {
+        const __m512 all  = _mm512_add_ps(_mm512_add_ps(acc0[r], acc1[r]), _mm512_add_ps(mins0[r], mins1[r]));
+        __m256       half = _mm256_add_ps(_mm512_castps512_ps256(all),
+                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(all), 1)));
+        float        bias = 0.0f;
+        if (ib < nb) { // an odd last block through the 256-bit kernel
+            q8_block<Q, 1>(w[ib], &xb[r], ib, &half, &bias);
+        }
+        out[r] = hsum256(half) + bias;
     }
-    return hsum256(half) + bias;
+}
+
+constexpr int RN = 4; // b rows per nibble-pairs tile: 4 x 4 accumulators of the 32 registers
+
+using NibbleFn = void (*)(const void *, const PairedRow *, const BlockQ8 * const *, int64_t, float *);
+
+template <class Q, int R>
+void nibble_rows_erased(const void * w, const PairedRow * x, const BlockQ8 * const * xb, int64_t nb, float * out) {
+    nibble_rows_pairs<Q, R>(static_cast<const typename Q::Block *>(w), x, xb, nb, out);
+}
+
+template <class Q, size_t... I>
+constexpr std::array<NibbleFn, RN> make_nibble_tiles(std::index_sequence<I...>) {
+    return { { &nibble_rows_erased<Q, (int) I + 1>... } };
+}
+
+// weight rows [i0, i1) of a batch against its M b rows laid out for the paired kernels (rows, 3 K
+// bytes each), RN at a time; at M = 1 the one-row kernel is called directly (Note [one-row stream],
+// mul_mat_dot.cpp)
+template <class Q>
+void nibble_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx, const char * rows) {
+    static constexpr auto tiles = make_nibble_tiles<Q>(std::make_index_sequence<RN>());
+    const int64_t         nb    = g.K / QK;
+    PairedRow             x[RN];
+    const BlockQ8 *       xb[RN];
+    if (g.M == 1) {
+        x[0]  = paired_row(rows, nb);
+        xb[0] = qx + batch * nb;
+        for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
+            nibble_rows_pairs<Q, 1>(reinterpret_cast<const typename Q::Block *>(w), x, xb, nb, out);
+        });
+        return;
+    }
+    const char * a0   = g.a_row(0, batch);
+    char *       d0   = g.dst_row(0, batch);
+    const size_t a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
+    float        out[RN];
+    for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t m = 0; m < g.M; m += RN) {
+            const int r = (int) (g.M - m < RN ? g.M - m : RN);
+            for (int q = 0; q < r; ++q) {
+                const int64_t row = batch * g.M + m + q;
+                x[q]              = paired_row(rows + (m + q) * 3 * g.K, nb);
+                xb[q]             = qx + row * nb;
+            }
+            tiles[(size_t) r - 1](a0 + i * a_nb, x, xb, nb, out);
+            for (int q = 0; q < r; ++q) {
+                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
+            }
+        }
+    }
 }
 #    endif
 
-// the o of Note [nibble pairs] for the paired row of a type (Q8_0: 128), or -1: no paired kernel
-int paired_offset(wsp_ggml_type t) {
-    switch (t) {
+// the o of Note [nibble pairs] for the paired rows of a node, or -1: the node takes the general
+// tile (Note [paired rows by M], mul_mat_path.h)
+int paired_offset(const Geometry & g) {
+    if (g.M > paired_max_rows(g.a->type, g.K)) {
+        return -1;
+    }
+    switch (g.a->type) {
         case WSP_GGML_TYPE_Q8_0: return 128;
 #    if WSP_MM_NIBBLE_PAIRS
         case WSP_GGML_TYPE_Q4_0: return NibbleLayout<block_q4_0>::o;
@@ -529,26 +602,23 @@ int paired_offset(wsp_ggml_type t) {
     }
 }
 
-template <class Q, class Kernel>
-void stream_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * xb, const PairedRow & x,
-                  Kernel kernel) {
-    const int64_t nb = g.K / QK;
-    for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
-        *out = kernel(reinterpret_cast<const typename Q::Block *>(w), x, xb, nb);
-    });
-}
-
-void stream_rows_pairs(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx,
-                       const PairedRow & x) {
-    const BlockQ8 * xb = qx + batch * (g.K / QK);
+// weight rows [i0, i1) of a batch with the paired kernels
+void paired_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx, const char * rows) {
     switch (g.a->type) {
 #    if WSP_MM_NIBBLE_PAIRS
-        case WSP_GGML_TYPE_Q4_0: stream_pairs<Q4_0>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q4_0>); break;
-        case WSP_GGML_TYPE_Q4_1: stream_pairs<Q4_1>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q4_1>); break;
-        case WSP_GGML_TYPE_Q5_0: stream_pairs<Q5_0>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q5_0>); break;
-        case WSP_GGML_TYPE_Q5_1: stream_pairs<Q5_1>(g, batch, i0, i1, xb, x, nibble_row_pairs<Q5_1>); break;
+        case WSP_GGML_TYPE_Q4_0: nibble_rows<Q4_0>(g, batch, i0, i1, qx, rows); break;
+        case WSP_GGML_TYPE_Q4_1: nibble_rows<Q4_1>(g, batch, i0, i1, qx, rows); break;
+        case WSP_GGML_TYPE_Q5_0: nibble_rows<Q5_0>(g, batch, i0, i1, qx, rows); break;
+        case WSP_GGML_TYPE_Q5_1: nibble_rows<Q5_1>(g, batch, i0, i1, qx, rows); break;
 #    endif
-        default: stream_pairs<Q8_0>(g, batch, i0, i1, xb, x, q8_0_row_pairs); break;
+        default: { // Q8_0, M = 1
+            const int64_t   nb = g.K / QK;
+            const PairedRow x  = paired_row(rows, nb);
+            const BlockQ8 * xb = qx + batch * nb;
+            for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
+                *out = q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(w), x, xb, nb);
+            });
+        }
     }
 }
 #endif
@@ -603,12 +673,6 @@ BlockQ8 * carve_activations(const ComputeParams & p, const Geometry & g, float *
 
 } // namespace
 
-void * task_scratch(const ComputeParams & p, const Geometry & g) {
-    float * scratch = nullptr;
-    carve_activations(p, g, &scratch);
-    return scratch;
-}
-
 const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
     float *   scratch = nullptr;
     BlockQ8 * qx      = carve_activations(p, g, &scratch);
@@ -628,31 +692,71 @@ const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g
     return qx;
 }
 
+#if WSP_MM_Q8_0_PAIRS
+namespace {
+
+// Each task lays out the node's b rows for the paired kernels itself, in a region of its own after
+// phase 1's (at most 32 KiB: Note [paired rows by M]): rows written by the other task would reach
+// this task's cache line by line from the other core's (measured: M = 1 about 8% slower shared).
+size_t paired_task_bytes(const Geometry & g) {
+    return align_up((size_t) (g.M * 3 * g.K));
+}
+
+size_t paired_size(const Geometry & g, int nth) {
+    return paired_offset(g) >= 0 ? ALIGN + (size_t) nth * paired_task_bytes(g) : 0;
+}
+
+// this task's rows, on a cache line (a 64-byte load of a row never straddles two)
+char * paired_rows_at(const ComputeParams & p, const Geometry & g) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p.wdata) + q8_activations_work_size(g, p.nth);
+    return reinterpret_cast<char *>((at + ALIGN - 1) / ALIGN * ALIGN) + (size_t) p.ith * paired_task_bytes(g);
+}
+
+// the M b rows of a batch in the lanes' order
+void write_paired_rows(const Geometry & g, const BlockQ8 * qx, int64_t batch, char * rows, int o) {
+    const int64_t nb = g.K / QK;
+    for (int64_t m = 0; m < g.M; ++m) {
+        const BlockQ8 * blocks = qx + (batch * g.M + m) * nb;
+        for (int64_t b = 0; b < nb; ++b) {
+            write_paired(blocks[b], b, nb, rows + m * 3 * g.K, o);
+        }
+    }
+}
+
+} // namespace
+#endif
+
 size_t dot_q8_work_size(const Geometry & g, int nth) {
+#if WSP_MM_Q8_0_PAIRS
+    return q8_activations_work_size(g, nth) + paired_size(g, nth);
+#else
     return q8_activations_work_size(g, nth);
+#endif
 }
 
 void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
-    // phase 1: every b row to 8-bit blocks
-    const BlockQ8 * qx = quantize_activations(p, g);
-
-    // phase 2: guided ranges of the weight rows of all batches, one batch after another
 #if WSP_MM_Q8_0_PAIRS
-    if (const int o = paired_offset(g.a->type); g.M == 1 && o >= 0) {
-        // this task's phase-1 scratch (K floats) is free now and holds the paired b row
-        void *    mem      = task_scratch(p, g);
-        int64_t   prepared = -1;
-        PairedRow x{};
+    if (const int o = paired_offset(g); o >= 0) {
+        // phase 1: every b row to 8-bit blocks
+        const BlockQ8 * qx       = quantize_activations(p, g);
+        char *          rows     = paired_rows_at(p, g);
+        int64_t         prepared = -1;
+        // phase 2: guided ranges of the weight rows of all batches, one batch after another, each
+        // batch's rows laid out for the paired kernels when the task first meets it
         for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
             if (batch != prepared) {
-                x        = prepare_pairs(qx + batch * (g.K / QK), g.K / QK, mem, o);
+                write_paired_rows(g, qx, batch, rows, o);
                 prepared = batch;
             }
-            stream_rows_pairs(g, batch, i0, i1, qx, x);
+            paired_rows(g, batch, i0, i1, qx, rows);
         });
         return;
     }
 #endif
+    // phase 1: every b row to 8-bit blocks
+    const BlockQ8 * qx = quantize_activations(p, g);
+
+    // phase 2: guided ranges of the weight rows of all batches, one batch after another
     for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
         if (g.M == 1) {
             stream_rows(g, batch, i0, i1, qx);

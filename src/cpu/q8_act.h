@@ -28,7 +28,5 @@ void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K);
 // (batch * M + r) * (K / 32).
 size_t          q8_activations_work_size(const Geometry & g, int nth);
 const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g);
-// this task's K floats of phase-1 scratch, free for its own use after phase 1
-void * task_scratch(const ComputeParams & p, const Geometry & g);
 
 } // namespace wsp::cpu::mm
