@@ -380,7 +380,7 @@ TEST(MulMat, RowSliceKeepsNumerics) {
     }
 }
 
-// Note [Q8_0 pairs] (mul_mat_q8.cpp): one b row takes the paired AVX-512 kernel where there is
+// Note [Q8_0 pairs] (mul_mat_q8_pairs.cpp): one b row takes the paired AVX-512 kernel where there is
 // one, which must give exactly what the general tile gives that row in a batch of two
 TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
     for (int64_t K : { (int64_t) 64, (int64_t) 96, (int64_t) 1280 }) { // 2, 3 (odd) and 40 blocks
@@ -402,7 +402,7 @@ TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
     }
 }
 
-// Note [nibble pairs] (mul_mat_q8.cpp): the 4- and 5-bit weights take the paired AVX-512 kernels
+// Note [nibble pairs] (mul_mat_q8_pairs.cpp): the 4- and 5-bit weights take the paired AVX-512 kernels
 // up to some M where there are some, in which every b row sums as it would alone: each row of
 // such a batch comes out bit for bit as that row alone (elsewhere they agree to float rounding)
 TEST(MulMat, NibbleTypesRowsOfABatchEqualEachRowAlone) {

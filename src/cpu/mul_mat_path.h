@@ -62,14 +62,14 @@ inline int64_t gemm_min_rows(wsp_ggml_type a_type) {
     }
 }
 
-// Note [paired rows by M]: the dot_q8 path's paired kernels (Note [nibble pairs], mul_mat_q8.cpp)
-// read each b row as 3 K bytes against the general tile's 1.1 K; once a tile's rows no longer
-// stay in L1 the tile wins. Measured (2 threads, 192 MiB of weights, two rounds interleaved,
-// GFLOP/s tile -> paired): K = 1280 (a row 3.75 KiB): Q5_0 M = 2 110 -> 160, 4 142 -> 200,
-// 8 172 -> 212, 16 172 -> 123; Q5_1 / Q4_1 M = 2 +25%, 4 +17%, 8 -4% (their mins are one more
-// read per row). K = 5120 (15 KiB a row): M = 2 +5-30%, M = 4 -15 to -30%. So: the rows of a node
-// in at most 32 KiB, and at most 8 (Q4_0, Q5_0) or 4 (Q4_1, Q5_1) of them; Q8_0 at M = 1 alone
-// (Note [Q8_0 pairs]). 0: no paired kernel.
+// Note [paired rows by M]: the dot_q8 path's paired kernels (Note [nibble pairs],
+// mul_mat_q8_pairs.cpp) read each b row as 3 K bytes against the general tile's 1.1 K; once a
+// tile's rows no longer stay in L1 the tile wins. Measured (2 threads, 192 MiB of weights, two
+// rounds interleaved, GFLOP/s tile -> paired): K = 1280 (a row 3.75 KiB): Q5_0 M = 2 110 -> 160,
+// 4 142 -> 200, 8 172 -> 212, 16 172 -> 123; Q5_1 / Q4_1 M = 2 +25%, 4 +17%, 8 -4% (their mins
+// are one more read per row). K = 5120 (15 KiB a row): M = 2 +5-30%, M = 4 -15 to -30%. So: the
+// rows of a node in at most 32 KiB, and at most 8 (Q4_0, Q5_0) or 4 (Q4_1, Q5_1) of them; Q8_0
+// at M = 1 alone (Note [Q8_0 pairs]). 0: no paired kernel.
 inline int64_t paired_max_rows(wsp_ggml_type a_type, int64_t K) {
     int64_t most = 0;
     switch (a_type) {
