@@ -97,8 +97,9 @@ float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * 
 // blocks, the fifth bits (Q5) to a mask, d (and m) to the 16 float lanes. The integer sum per
 // lane starts from -o * (the lane's activations) (Q4_0: o = 8, Q5_0: o = 16), so it is exactly
 // sum((u - o) * q); the mins of Q4_1 / Q5_1 add m * d_x * sum(q) per lane. About 9 instructions
-// a block against 17 for the 256-bit tile; its sums round in another order than the tile's, so
-// a row of M = 1 agrees with that row of a batch to float rounding, not bit for bit.
+// a block against 17 for the 256-bit tile. Its sums round in another order than the tile's: a row
+// comes out bit for bit the same in every batch these kernels take (Note [paired rows by M]),
+// and agrees to float rounding with the tile's result for the same row in a larger batch.
 template <class B>
 struct NibbleLayout; // the byte offsets of d, m, qh (-1: none), qs and o
 
