@@ -1,6 +1,6 @@
 // The CPU device's extra buffer type CPU_REPACK (Note [Q4_0x8 repack]): offered through
-// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0 weights read back bit for
-// bit (whole, in part, at any offset) while stored in the 8-row layout; MUL_MAT on them against
+// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0 and Q4_1 weights read back
+// bit for bit (whole, in part, at any offset) while stored in the 8-row layout; MUL_MAT on them against
 // the plain layout's result and a double reference at every M, broadcast batches included;
 // supports_op as whisper.cpp probes it (a weight in a zero-size buffer), and every other op
 // reading a repacked weight refused.
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace wsp::test {
@@ -27,19 +28,25 @@ wsp_ggml_backend_buffer_type_t repack_buft() {
     return list != nullptr ? list[0] : nullptr;
 }
 
-// Q4_0 bytes of random weights, and the values they decode to
+// the types CPU_REPACK keeps in its layout
+const wsp_ggml_type REPACKED[] = { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1 };
+
+// the bytes of random weights of type, and the values they decode to
 struct Weights {
     std::vector<uint8_t> bytes;
     std::vector<float>   values;
 };
 
-Weights q4_0_weights(int64_t K, int64_t rows, uint32_t seed) {
-    const std::vector<float> f = random_values((size_t) (K * rows), seed);
-    Weights                  w;
-    w.bytes.resize(wsp_ggml_row_size(WSP_GGML_TYPE_Q4_0, K) * (size_t) rows);
-    wsp_ggml_quantize_chunk(WSP_GGML_TYPE_Q4_0, f.data(), w.bytes.data(), 0, rows, K, nullptr);
+Weights weights(wsp_ggml_type type, int64_t K, int64_t rows, uint32_t seed) {
+    std::vector<float> f = random_values((size_t) (K * rows), seed);
+    for (size_t i = 0; i < f.size(); i += 7) {
+        f[i] += 0.5f; // rows not centred on 0: Q4_1's mins are not all -d * 8
+    }
+    Weights w;
+    w.bytes.resize(wsp_ggml_row_size(type, K) * (size_t) rows);
+    wsp_ggml_quantize_chunk(type, f.data(), w.bytes.data(), 0, rows, K, nullptr);
     w.values.resize(f.size());
-    wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q4_0)->to_float(w.bytes.data(), w.values.data(), K * rows);
+    wsp_ggml_get_type_traits(type)->to_float(w.bytes.data(), w.values.data(), K * rows);
     return w;
 }
 
@@ -69,10 +76,11 @@ TEST(CpuRepack, OfferedAsTheCpuExtraBufferType) {
     EXPECT_TRUE(wsp_ggml_backend_dev_supports_buft(wsp_ggml_backend_buft_get_device(buft), buft));
 }
 
-TEST(CpuRepack, BytesReadBackAsWrittenWholeAndInPart) {
+void check_bytes(wsp_ggml_type type) {
+    SCOPED_TRACE(wsp_ggml_type_name(type));
     const int64_t K = 96, N = 24;
-    Weights       w = q4_0_weights(K, N, 7);
-    WeightCtx     wc(repack_buft(), WSP_GGML_TYPE_Q4_0, { K, N });
+    Weights       w = weights(type, K, N, 7);
+    WeightCtx     wc(repack_buft(), type, { K, N });
     ASSERT_NE(wc.buf, nullptr);
     wsp_ggml_backend_tensor_set(wc.t, w.bytes.data(), 0, w.bytes.size());
     std::vector<uint8_t> back(w.bytes.size());
@@ -82,7 +90,7 @@ TEST(CpuRepack, BytesReadBackAsWrittenWholeAndInPart) {
     EXPECT_NE(std::memcmp(wc.t->data, w.bytes.data(), w.bytes.size()), 0);
 
     // pieces at odd offsets, across group boundaries
-    const Weights other = q4_0_weights(K, N, 8);
+    const Weights other = weights(type, K, N, 8);
     for (size_t off : { (size_t) 0, (size_t) 5, (size_t) 431, (size_t) 700 }) {
         const size_t len = 517;
         wsp_ggml_backend_tensor_set(wc.t, other.bytes.data() + off, off, len);
@@ -99,13 +107,19 @@ TEST(CpuRepack, BytesReadBackAsWrittenWholeAndInPart) {
     EXPECT_EQ(back, std::vector<uint8_t>(back.size(), 0x5a));
 }
 
+TEST(CpuRepack, BytesReadBackAsWrittenWholeAndInPart) {
+    for (wsp_ggml_type type : REPACKED) {
+        check_bytes(type);
+    }
+}
+
 // out = w x b with w in CPU_REPACK, beside the same weight in the CPU buffer and a double reference
-void check_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne2w, int64_t ne2b) {
-    SCOPED_TRACE("K " + std::to_string(K) + " N " + std::to_string(N) + " M " + std::to_string(M) + " batches " +
-                 std::to_string(ne2w) + "/" + std::to_string(ne2b));
-    const Weights w = q4_0_weights(K, N * ne2w, (uint32_t) (K + N + M));
-    WeightCtx     packed(repack_buft(), WSP_GGML_TYPE_Q4_0, { K, N, ne2w });
-    WeightCtx     plain(wsp_ggml_backend_cpu_buffer_type(), WSP_GGML_TYPE_Q4_0, { K, N, ne2w });
+void check_mul_mat(wsp_ggml_type type, int64_t K, int64_t N, int64_t M, int64_t ne2w, int64_t ne2b) {
+    SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K) + " N " + std::to_string(N) + " M " +
+                 std::to_string(M) + " batches " + std::to_string(ne2w) + "/" + std::to_string(ne2b));
+    const Weights w = weights(type, K, N * ne2w, (uint32_t) (K + N + M));
+    WeightCtx     packed(repack_buft(), type, { K, N, ne2w });
+    WeightCtx     plain(wsp_ggml_backend_cpu_buffer_type(), type, { K, N, ne2w });
     wsp_ggml_backend_tensor_set(packed.t, w.bytes.data(), 0, w.bytes.size());
     wsp_ggml_backend_tensor_set(plain.t, w.bytes.data(), 0, w.bytes.size());
 
@@ -143,24 +157,27 @@ void check_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne2w, int64_t ne2b) 
 }
 
 TEST(CpuRepack, MulMatAtEveryM) {
-    for (int64_t M : { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64 }) {
-        check_mul_mat(256, 40, M, 1, 1);
+    for (wsp_ggml_type type : REPACKED) {
+        for (int64_t M : { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64 }) {
+            check_mul_mat(type, 256, 40, M, 1, 1);
+        }
+        check_mul_mat(type, 1280, 64, 1, 1, 1); // whisper's shapes
+        check_mul_mat(type, 32, 8, 3, 1, 1);    // one block, one group
+        check_mul_mat(type, 96, 16, 5, 2, 4);   // a broadcast over b's batches
+        check_mul_mat(type, 64, 24, 150, 1, 1); // many rows (the encoder)
     }
-    check_mul_mat(1280, 64, 1, 1, 1); // whisper's shapes
-    check_mul_mat(32, 8, 3, 1, 1);    // one block, one group
-    check_mul_mat(96, 16, 5, 2, 4);   // a broadcast over b's batches
-    check_mul_mat(64, 24, 150, 1, 1); // many rows (the encoder)
 }
 
 // Note [b row pairs] (mul_mat_repack.cpp): two b rows share each 512-bit instruction where there
 // is AVX-512, and every lane computes as the one-row tile does: each row of a batch of M comes out
 // bit for bit as that row alone
 TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
-    for (int64_t K : { (int64_t) 64, (int64_t) 1280 }) {
+    for (auto [type, K] : { std::pair{ WSP_GGML_TYPE_Q4_0, 64 }, std::pair{ WSP_GGML_TYPE_Q4_0, 1280 },
+                            std::pair{ WSP_GGML_TYPE_Q4_1, 64 }, std::pair{ WSP_GGML_TYPE_Q4_1, 1280 } }) {
         const int64_t N = 24, M = 19; // pairs in tiles of 8 and 1, and an odd last row
-        SCOPED_TRACE("K " + std::to_string(K));
-        const Weights w = q4_0_weights(K, N, 7);
-        WeightCtx     packed(repack_buft(), WSP_GGML_TYPE_Q4_0, { K, N });
+        SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K));
+        const Weights w = weights(type, K, N, 7);
+        WeightCtx     packed(repack_buft(), type, { K, N });
         wsp_ggml_backend_tensor_set(packed.t, w.bytes.data(), 0, w.bytes.size());
         Graph                          g;
         wsp_ggml_tensor *              b   = g.input(WSP_GGML_TYPE_F32, { K, M });
@@ -183,7 +200,7 @@ TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
 
 TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
     wsp_ggml_backend_dev_t dev   = wsp_ggml_backend_dev_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU);
-    wsp_ggml_context *     ctx   = wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead(), nullptr, true });
+    wsp_ggml_context *     ctx   = wsp_ggml_init({ 32 * wsp_ggml_tensor_overhead(), nullptr, true });
     auto                   probe = [&](wsp_ggml_type type, int64_t N) {
         wsp_ggml_tensor * w  = wsp_ggml_new_tensor_2d(ctx, type, 64, N);
         wsp_ggml_tensor * b  = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 64, 1500);
@@ -195,8 +212,11 @@ TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
         return ok;
     };
     EXPECT_TRUE(probe(WSP_GGML_TYPE_Q4_0, 384));
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q4_0, 12));  // not whole groups of 8 rows: for the plain CPU buffer
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q8_0, 384)); // only Q4_0 is repacked
+    EXPECT_TRUE(probe(WSP_GGML_TYPE_Q4_1, 384));
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q4_0, 12)); // not whole groups of 8 rows: for the plain CPU buffer
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q4_1, 12));
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q8_0, 384)); // only Q4_0 and Q4_1 are repacked
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q5_0, 384));
     wsp_ggml_free(ctx);
 
     // another op on a repacked weight: refused

@@ -246,7 +246,7 @@ wsp_ggml_backend_buffer_t dev_buffer_from_host_ptr(wsp_ggml_backend_dev_t, void 
 }
 
 bool dev_supports_op(wsp_ggml_backend_dev_t, const wsp_ggml_tensor * op) {
-    // every source must be readable by the CPU: host memory, or a weight in the Q4_0x8 layout
+    // every source must be readable by the CPU: host memory, or a weight in the 8-row layout
     // (a tensor that does not fit the layout belongs in the plain CPU buffer, not in CPU_REPACK)
     for (const wsp_ggml_tensor * src : op->src) {
         if (src == nullptr || src->buffer == nullptr || wsp_ggml_backend_buffer_is_host(src->buffer)) {

@@ -33,7 +33,7 @@ size_t work_size(const wsp_ggml_tensor * dst, int n_tasks) {
 void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     const mm::Geometry g(dst);
     if (stored_repacked(g.a)) {
-        mm::repack_compute(p, g); // every M: the weight exists only in the Q4_0x8 layout
+        mm::repack_compute(p, g); // every M: the weight exists only in the 8-row layout
         return;
     }
     switch (path_of(g)) {

@@ -1,10 +1,11 @@
-// MUL_MAT with a weight in the Q4_0x8 layout (Note [Q4_0x8 repack], repack.h), at every M. Phase 1
+// MUL_MAT with a weight in the 8-row layout (Note [Q4_0x8 repack], repack.h), at every M. Phase 1
 // quantizes the b rows to 8-bit blocks (q8_act.h); phase 2 takes items of row groups. A group's
 // block decodes once into 8 vectors of nibbles (lane = row, 4 columns per 32-bit lane) and serves
 // up to 8 b rows; per b row the 32 columns are 8 multiply-adds of those vectors with one 4-byte
-// broadcast of the activations each, then w = d_w * (u - 8) gives
-//   sum = d_w * (d_x * sum(u * q) - 8 * s_x)     (s_x = d_x * sum(q), from phase 1)
-// for the group's 8 rows in one vector.
+// broadcast of the activations each, then (s_x = d_x * sum(q), from phase 1)
+//   Q4_0, w = d_w * (u - 8):    sum = d_w * (d_x * sum(u * q) - 8 * s_x)
+//   Q4_1, w = d_w * u + m_w:    sum = d_w * (d_x * sum(u * q)) + m_w * s_x
+// for the group's 8 rows in one vector. The kernels are templates on MIN (Q4_1).
 
 #include "mul_mat_dot.h"
 #include "q8_act.h"
@@ -24,8 +25,14 @@ namespace wsp::cpu::mm {
 
 namespace {
 
-constexpr int    RT          = 8;   // b rows per tile
-constexpr size_t GROUP_BLOCK = 144; // bytes of one block of a group
+constexpr int RT = 8; // b rows per tile
+
+template <bool MIN>
+constexpr wsp_ggml_type TYPE = MIN ? WSP_GGML_TYPE_Q4_1 : WSP_GGML_TYPE_Q4_0;
+template <bool MIN>
+constexpr size_t GROUP_BLOCK = repack_group_block(TYPE<MIN>); // bytes of one block of a group
+template <bool MIN>
+constexpr size_t NIBBLES = repack_nibbles_at(TYPE<MIN>);
 // bytes ahead of the block being read, each of its three cache lines asked for: at M = 1 / 4 / 16
 // (2 threads, K = 1280, N = 5120, quiet machine, GFLOP/s) one line 1 KiB ahead gave 100 / 280 / 400,
 // 4 KiB ahead 110 / 280 / 405, all three lines 4 KiB ahead 115 / 355 / 475 (2 or 6 KiB: the same)
@@ -68,44 +75,64 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
 #endif
 
 #if WSP_REPACK_SIMD
-// one block of a group: its 8 scales, and its nibbles as 8 vectors (lane = row); the block's
-// three cache lines are asked for PREFETCH bytes ahead (Note [weight prefetch], mul_mat_dot.cpp)
-inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi) {
+// the cache lines of a group block (three, or Q4_1's 160 bytes in up to four), PREFETCH bytes
+// ahead (Note [weight prefetch], mul_mat_dot.cpp)
+template <bool MIN>
+inline void prefetch_block(const uint8_t * blk) {
     const char * p = reinterpret_cast<const char *>(blk) + PREFETCH;
     _mm_prefetch(p, _MM_HINT_T0);
     _mm_prefetch(p + 64, _MM_HINT_T0);
     _mm_prefetch(p + 128, _MM_HINT_T0);
+    if constexpr (MIN) {
+        _mm_prefetch(p + GROUP_BLOCK<MIN> - 1, _MM_HINT_T0);
+    }
+}
+
+// one block of a group: its 8 scales (and mins, to *mw), and its nibbles as 8 vectors (lane = row)
+template <bool MIN>
+inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi, __m256 * mw) {
+    prefetch_block<MIN>(blk);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int t = 0; t < 4; ++t) {
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 16 + 32 * t));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + NIBBLES<MIN> + 32 * t));
         lo[t]           = _mm256_and_si256(c, m4);
         hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+    }
+    if constexpr (MIN) {
+        *mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + 16)));
     }
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
 }
 
-// acc += the block's contribution for one b row: d_w * (d_x * sum(u * q) - 8 * s_x)
-inline __m256 accumulate(__m256 acc, __m256 dw, const __m256i * lo, const __m256i * hi, const BlockQ8 & xb) {
+// acc += the block's contribution for one b row (the sums at the top of the file)
+template <bool MIN>
+inline __m256 accumulate(__m256 acc, __m256 dw, __m256 mw, const __m256i * lo, const __m256i * hi, const BlockQ8 & xb) {
     const __m256 s = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
-    const __m256 v = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
-    return _mm256_fmadd_ps(v, dw, acc);
+    if constexpr (MIN) {
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(xb.d)), dw, acc);
+        return _mm256_fmadd_ps(mw, _mm256_set1_ps(xb.s), acc);
+    } else {
+        const __m256 v = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
+        return _mm256_fmadd_ps(v, dw, acc);
+    }
 }
 #endif
 
 // out[8 r + lane] = row (8 g + lane) of the group dotted with b row x[r], r < R
-template <int R>
+template <bool MIN, int R>
 void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, float * out) {
 #if WSP_REPACK_SIMD
     __m256 acc[R];
     for (int r = 0; r < R; ++r) {
         acc[r] = _mm256_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
         __m256i      lo[4], hi[4];
-        const __m256 dw = decode(grp, lo, hi);
+        __m256       mw = _mm256_setzero_ps();
+        const __m256 dw = decode<MIN>(grp, lo, hi, &mw);
 #    pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            acc[r] = accumulate(acc[r], dw, lo, hi, x[r][b]);
+            acc[r] = accumulate<MIN>(acc[r], dw, mw, lo, hi, x[r][b]);
         }
     }
     for (int r = 0; r < R; ++r) {
@@ -113,21 +140,24 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
     }
 #else
     float acc[R][REPACK_ROWS] = {};
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
         for (int lane = 0; lane < REPACK_ROWS; ++lane) {
-            uint16_t h;
+            uint16_t h, hm = 0;
             std::memcpy(&h, grp + 2 * lane, 2);
-            const float dw = fp16_to_fp32(h);
+            if (MIN) {
+                std::memcpy(&hm, grp + 16 + 2 * lane, 2);
+            }
+            const float dw = fp16_to_fp32(h), mw = fp16_to_fp32(hm);
             for (int r = 0; r < R; ++r) {
                 const BlockQ8 & xb  = x[r][b];
                 int             sum = 0;
                 for (int t = 0; t < 4; ++t) {
                     for (int i = 0; i < 4; ++i) {
-                        const uint8_t byte = grp[16 + 32 * t + 4 * lane + i];
+                        const uint8_t byte = grp[NIBBLES<MIN> + 32 * t + 4 * lane + i];
                         sum += (byte & 0x0f) * xb.qs[4 * t + i] + (byte >> 4) * xb.qs[16 + 4 * t + i];
                     }
                 }
-                acc[r][lane] += dw * (xb.d * (float) sum - 8.0f * xb.s);
+                acc[r][lane] += MIN ? dw * (xb.d * (float) sum) + mw * xb.s : dw * (xb.d * (float) sum - 8.0f * xb.s);
             }
         }
     }
@@ -141,12 +171,13 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
 
 using TileFn = void (*)(const uint8_t *, const BlockQ8 * const *, int64_t, float *);
 
-template <size_t... I>
+template <bool MIN, size_t... I>
 constexpr std::array<TileFn, RT> make_tiles(std::index_sequence<I...>) {
-    return { { &group_tile<(int) I + 1>... } };
+    return { { &group_tile<MIN, (int) I + 1>... } };
 }
 
-constexpr std::array<TileFn, RT> TILES = make_tiles(std::make_index_sequence<RT>());
+template <bool MIN>
+constexpr std::array<TileFn, RT> TILES = make_tiles<MIN>(std::make_index_sequence<RT>());
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__) && WSP_REPACK_SIMD
 #    define WSP_REPACK_PAIRS 1
@@ -161,22 +192,24 @@ constexpr std::array<TileFn, RT> TILES = make_tiles(std::make_index_sequence<RT>
 struct PairQ8 {
     int8_t qs[64]; // qs[8 j + 4 h + i] = row h's q[4 j + i]
     float  d[2];   // d_x of the two rows
-    float  ms[2];  // -8 * s_x of the two rows
+    float  ms[2];  // -8 * s_x (Q4_0) or s_x (Q4_1) of the two rows
 };
 
+template <bool MIN>
 void pair_block(const BlockQ8 & a, const BlockQ8 & b, PairQ8 & out) {
     for (int j = 0; j < 8; ++j) {
         std::memcpy(out.qs + 8 * j, a.qs + 4 * j, 4);
         std::memcpy(out.qs + 8 * j + 4, b.qs + 4 * j, 4);
     }
-    out.d[0]  = a.d;
-    out.d[1]  = b.d;
-    out.ms[0] = -8.0f * a.s;
-    out.ms[1] = -8.0f * b.s;
+    const float f = MIN ? 1.0f : -8.0f;
+    out.d[0]      = a.d;
+    out.d[1]      = b.d;
+    out.ms[0]     = f * a.s;
+    out.ms[1]     = f * b.s;
 }
 
 // out[16 p + 2 lane + h] = row (8 g + lane) of the group dotted with b row 2 p + h of x, p < P
-template <int P>
+template <bool MIN, int P>
 void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float * out) {
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i m4  = _mm512_set1_epi8(0x0f);
@@ -184,20 +217,23 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
     for (int q = 0; q < P; ++q) {
         acc[q] = _mm512_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK) {
-        const char * ahead = reinterpret_cast<const char *>(grp) + PREFETCH;
-        _mm_prefetch(ahead, _MM_HINT_T0);
-        _mm_prefetch(ahead + 64, _MM_HINT_T0);
-        _mm_prefetch(ahead + 128, _MM_HINT_T0);
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
+        prefetch_block<MIN>(grp);
         __m512i lo[4], hi[4];
         for (int t = 0; t < 4; ++t) {
-            const __m512i c = _mm512_permutexvar_epi32(
-                dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(grp + 16 + 32 * t))));
+            const __m512i c =
+                _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
+                                                  reinterpret_cast<const __m256i *>(grp + NIBBLES<MIN> + 32 * t))));
             lo[t] = _mm512_and_si512(c, m4);
             hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
         }
-        const __m512 dw = _mm512_permutexvar_ps(
-            dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(grp)))));
+        // the 8 rows' fp16 values at off, each lane doubled
+        auto halves = [&](int off) {
+            return _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(
+                                                  _mm_loadu_si128(reinterpret_cast<const __m128i *>(grp + off)))));
+        };
+        const __m512 dw = halves(0);
+        const __m512 mw = MIN ? halves(16) : _mm512_setzero_ps();
 #    pragma GCC unroll 8
         for (int q = 0; q < P; ++q) {
             const PairQ8 & xp = x[q][b];
@@ -209,10 +245,17 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
                                          _mm512_set1_epi64(*reinterpret_cast<const long long *>(xp.qs + 32 + 8 * t)));
             }
             const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-            const __m512 v   = _mm512_fmadd_ps(
-                  sum, _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.d)))),
-                  _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.ms)))));
-            acc[q] = _mm512_fmadd_ps(v, dw, acc[q]);
+            const __m512 dx =
+                _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.d))));
+            const __m512 ms =
+                _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.ms))));
+            // the same operations, in the same order, as accumulate's
+            if constexpr (MIN) {
+                acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(sum, dx), dw, acc[q]);
+                acc[q] = _mm512_fmadd_ps(mw, ms, acc[q]);
+            } else {
+                acc[q] = _mm512_fmadd_ps(_mm512_fmadd_ps(sum, dx, ms), dw, acc[q]);
+            }
         }
     }
     for (int q = 0; q < P; ++q) {
@@ -222,13 +265,14 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
 
 using PairTileFn = void (*)(const uint8_t *, const PairQ8 * const *, int64_t, float *);
 
-template <size_t... I>
+template <bool MIN, size_t... I>
 constexpr std::array<PairTileFn, RT> make_pair_tiles(std::index_sequence<I...>) {
-    return { { &pair_tile<(int) I + 1>... } };
+    return { { &pair_tile<MIN, (int) I + 1>... } };
 }
 
-constexpr int                        RP         = 8; // b row pairs per tile: 8 accumulators
-constexpr std::array<PairTileFn, RP> PAIR_TILES = make_pair_tiles(std::make_index_sequence<RP>());
+constexpr int RP = 8; // b row pairs per tile: 8 accumulators
+template <bool MIN>
+constexpr std::array<PairTileFn, RP> PAIR_TILES = make_pair_tiles<MIN>(std::make_index_sequence<RP>());
 
 // the pairs of a batch's b rows after phase 1's blocks (M / 2 pairs of nb blocks per batch)
 size_t pairs_size(const Geometry & g) {
@@ -240,6 +284,7 @@ PairQ8 * carve_pairs(const ComputeParams & p, const Geometry & g) {
 }
 
 // phase 1b: the tasks interleave their share of the pairs' blocks, then wait for each other
+template <bool MIN>
 const PairQ8 * prepare_pairs(const ComputeParams & p, const Geometry & g, const BlockQ8 * qx) {
     PairQ8 *      pairs = carve_pairs(p, g);
     const int64_t nb = g.K / QK8, per_batch = (g.M / 2) * nb;
@@ -248,13 +293,14 @@ const PairQ8 * prepare_pairs(const ComputeParams & p, const Geometry & g, const 
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t   batch = j / per_batch, pr = j % per_batch / nb, b = j % nb;
         const BlockQ8 * r0 = qx + (batch * g.M + 2 * pr) * nb;
-        pair_block(r0[b], r0[nb + b], pairs[j]);
+        pair_block<MIN>(r0[b], r0[nb + b], pairs[j]);
     }
     p.barrier();
     return pairs;
 }
 
 // groups [g0, g1) of a batch against its b row pairs, then a last odd b row through group_tile
+template <bool MIN>
 void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx,
                    const PairQ8 * pairs) {
     const int64_t  nb = g.K / QK8, np = g.M / 2;
@@ -267,7 +313,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
             for (int q = 0; q < n; ++q) {
                 xp[q] = pairs + (batch * np + q0 + q) * nb;
             }
-            PAIR_TILES[(size_t) n - 1](w, xp, nb, out);
+            PAIR_TILES<MIN>[(size_t) n - 1](w, xp, nb, out);
             for (int q = 0; q < n; ++q) {
                 for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                     for (int h = 0; h < 2; ++h) {
@@ -278,7 +324,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
         }
         if (g.M % 2 == 1) {
             const BlockQ8 * last = qx + (batch * g.M + g.M - 1) * nb;
-            TILES[0](w, &last, nb, out);
+            TILES<MIN>[0](w, &last, nb, out);
             for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                 *g.dst_at(grp * REPACK_ROWS + lane, g.M - 1, batch) = out[lane];
             }
@@ -287,6 +333,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
 }
 #endif
 
+template <bool MIN>
 void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx) {
     const int64_t   nb = g.K / QK8;
     const BlockQ8 * xrows[RT];
@@ -298,7 +345,7 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
             for (int q = 0; q < r; ++q) {
                 xrows[q] = qx + (batch * g.M + m + q) * nb;
             }
-            TILES[(size_t) r - 1](w, xrows, nb, out);
+            TILES<MIN>[(size_t) r - 1](w, xrows, nb, out);
             for (int q = 0; q < r; ++q) {
                 for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                     *g.dst_at(grp * REPACK_ROWS + lane, m + q, batch) = out[q * REPACK_ROWS + lane];
@@ -306,6 +353,27 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
             }
         }
     }
+}
+
+template <bool MIN>
+void compute_as(const ComputeParams & p, const Geometry & g) {
+    // phase 1: every b row to 8-bit blocks
+    const BlockQ8 * qx = quantize_activations(p, g);
+
+    // phase 2: guided ranges of whole row groups (N is a multiple of REPACK_ROWS)
+    const int64_t per = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS * REPACK_ROWS;
+#if WSP_REPACK_PAIRS
+    if (g.M >= 2) {
+        const PairQ8 * pairs = prepare_pairs<MIN>(p, g, qx);
+        for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
+            groups_paired<MIN>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx, pairs);
+        });
+        return;
+    }
+#endif
+    for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
+        groups_of<MIN>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
+    });
 }
 
 } // namespace
@@ -319,23 +387,11 @@ size_t repack_work_size(const Geometry & g, int nth) {
 }
 
 void repack_compute(const ComputeParams & p, const Geometry & g) {
-    // phase 1: every b row to 8-bit blocks
-    const BlockQ8 * qx = quantize_activations(p, g);
-
-    // phase 2: guided ranges of whole row groups (N is a multiple of REPACK_ROWS)
-    const int64_t per = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS * REPACK_ROWS;
-#if WSP_REPACK_PAIRS
-    if (g.M >= 2) {
-        const PairQ8 * pairs = prepare_pairs(p, g, qx);
-        for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
-            groups_paired(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx, pairs);
-        });
-        return;
+    if (g.a->type == WSP_GGML_TYPE_Q4_1) {
+        compute_as<true>(p, g);
+    } else {
+        compute_as<false>(p, g);
     }
-#endif
-    for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
-        groups_of(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
-    });
 }
 
 } // namespace wsp::cpu::mm

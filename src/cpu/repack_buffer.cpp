@@ -1,5 +1,5 @@
-// The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0
-// tensors are converted to the 8-row layout on the way in and back on the way out.
+// The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0 and
+// Q4_1 tensors are converted to the 8-row layout on the way in and back on the way out.
 
 #include "repack.h"
 
@@ -16,7 +16,8 @@ namespace wsp::cpu {
 namespace {
 
 constexpr size_t TENSOR_ALIGNMENT = 64;
-constexpr size_t GROUP_BLOCK      = REPACK_ROWS * sizeof(block_q4_0); // 144 bytes
+static_assert(repack_group_block(WSP_GGML_TYPE_Q4_0) == REPACK_ROWS * sizeof(block_q4_0), "a group's plain bytes");
+static_assert(repack_group_block(WSP_GGML_TYPE_Q4_1) == REPACK_ROWS * sizeof(block_q4_1), "a group's plain bytes");
 
 size_t group_bytes(const wsp_ggml_tensor * t) {
     return (size_t) REPACK_ROWS * t->nb[1];
@@ -26,21 +27,21 @@ size_t group_bytes(const wsp_ggml_tensor * t) {
 // touch: set writes them (read-modify-write where a group is covered in part), get reads them.
 void convert_range(const wsp_ggml_tensor * t, const void * in, void * out, size_t offset, size_t size, bool set) {
     const size_t  gb    = group_bytes(t);
-    const int64_t nb    = t->ne[0] / QK4_0;
+    const int64_t nb    = t->ne[0] / QK4_0; // QK4_1 as well
     const size_t  g0    = offset / gb;
     const size_t  g1    = (offset + size + gb - 1) / gb;
     char *        base  = static_cast<char *>(t->data) + g0 * gb;
     const size_t  skip  = offset - g0 * gb;
     const bool    whole = set && skip == 0 && size == (g1 - g0) * gb;
     if (whole) {
-        pack_q4_0x8(in, base, (int64_t) (g1 - g0), nb);
+        pack_x8(t->type, in, base, (int64_t) (g1 - g0), nb);
         return;
     }
     std::vector<char> plain((g1 - g0) * gb);
-    unpack_q4_0x8(base, plain.data(), (int64_t) (g1 - g0), nb);
+    unpack_x8(t->type, base, plain.data(), (int64_t) (g1 - g0), nb);
     if (set) {
         std::memcpy(plain.data() + skip, in, size);
-        pack_q4_0x8(plain.data(), base, (int64_t) (g1 - g0), nb);
+        pack_x8(t->type, plain.data(), base, (int64_t) (g1 - g0), nb);
     } else {
         std::memcpy(out, plain.data() + skip, size);
     }
@@ -153,8 +154,8 @@ wsp_ggml_backend_buffer_type_t repack_buffer_type() {
 }
 
 bool fits_repack(const wsp_ggml_tensor * t) {
-    return t->type == WSP_GGML_TYPE_Q4_0 && t->ne[0] % QK4_0 == 0 && t->ne[1] % REPACK_ROWS == 0 &&
-           wsp_ggml_is_contiguous(t);
+    return (t->type == WSP_GGML_TYPE_Q4_0 || t->type == WSP_GGML_TYPE_Q4_1) && t->ne[0] % QK4_0 == 0 &&
+           t->ne[1] % REPACK_ROWS == 0 && wsp_ggml_is_contiguous(t);
 }
 
 bool stored_repacked(const wsp_ggml_tensor * t) {
@@ -176,32 +177,41 @@ bool repack_allows(const wsp_ggml_tensor * node) {
     return true;
 }
 
-void pack_q4_0x8(const void * plain, void * packed, int64_t groups, int64_t blocks_per_row) {
-    const auto * in  = static_cast<const block_q4_0 *>(plain);
+// the plain row block of a group block: d at 0, m (Q4_1) at 2, qs after them
+void pack_x8(wsp_ggml_type type, const void * plain, void * packed, int64_t groups, int64_t blocks_per_row) {
+    const size_t gb = repack_group_block(type), qs = repack_nibbles_at(type), bb = gb / REPACK_ROWS;
+    const auto * in  = static_cast<const uint8_t *>(plain);
     auto *       out = static_cast<uint8_t *>(packed);
     for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t b = 0; b < blocks_per_row; ++b, out += GROUP_BLOCK) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, out += gb) {
             for (int64_t r = 0; r < REPACK_ROWS; ++r) {
-                const block_q4_0 & blk = in[(g * REPACK_ROWS + r) * blocks_per_row + b];
-                std::memcpy(out + 2 * r, &blk.d, 2);
+                const uint8_t * blk = in + ((g * REPACK_ROWS + r) * blocks_per_row + b) * bb;
+                std::memcpy(out + 2 * r, blk, 2);
+                if (qs == 32) {
+                    std::memcpy(out + 16 + 2 * r, blk + 2, 2);
+                }
                 for (int t = 0; t < 4; ++t) {
-                    std::memcpy(out + 16 + 32 * t + 4 * r, blk.qs + 4 * t, 4);
+                    std::memcpy(out + qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
                 }
             }
         }
     }
 }
 
-void unpack_q4_0x8(const void * packed, void * plain, int64_t groups, int64_t blocks_per_row) {
+void unpack_x8(wsp_ggml_type type, const void * packed, void * plain, int64_t groups, int64_t blocks_per_row) {
+    const size_t gb = repack_group_block(type), qs = repack_nibbles_at(type), bb = gb / REPACK_ROWS;
     const auto * in  = static_cast<const uint8_t *>(packed);
-    auto *       out = static_cast<block_q4_0 *>(plain);
+    auto *       out = static_cast<uint8_t *>(plain);
     for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t b = 0; b < blocks_per_row; ++b, in += GROUP_BLOCK) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, in += gb) {
             for (int64_t r = 0; r < REPACK_ROWS; ++r) {
-                block_q4_0 & blk = out[(g * REPACK_ROWS + r) * blocks_per_row + b];
-                std::memcpy(&blk.d, in + 2 * r, 2);
+                uint8_t * blk = out + ((g * REPACK_ROWS + r) * blocks_per_row + b) * bb;
+                std::memcpy(blk, in + 2 * r, 2);
+                if (qs == 32) {
+                    std::memcpy(blk + 2, in + 16 + 2 * r, 2);
+                }
                 for (int t = 0; t < 4; ++t) {
-                    std::memcpy(blk.qs + 4 * t, in + 16 + 32 * t + 4 * r, 4);
+                    std::memcpy(blk + bb - 16 + 4 * t, in + qs + 32 * t + 4 * r, 4);
                 }
             }
         }
