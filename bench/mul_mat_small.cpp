@@ -255,7 +255,7 @@ struct Weights {
 // Note [weight placement]: the buffer type whisper.cpp gives a mat-mul weight on the CPU (its
 // make_buft_list and select_weight_buft): the first of the CPU device's extra buffer types (the
 // repacked layouts of upstream's CPU backend) whose device runs the op with the weight in it, else
-// the plain CPU buffer type. Ours offers CPU_REPACK (Q4_0 and Q4_1 in groups of 8 rows; --plain-buft
+// the plain CPU buffer type. Ours offers CPU_REPACK (Q4_x and Q5_x in groups of 8 rows; --plain-buft
 // skips it).
 wsp_ggml_backend_buffer_type_t weight_buft(wsp_ggml_type type, Shape s, bool plain) {
     wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU);

@@ -1,9 +1,8 @@
 // The CPU device's extra buffer type CPU_REPACK (Note [Q4_0x8 repack]): offered through
-// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0 and Q4_1 weights read back
-// bit for bit (whole, in part, at any offset) while stored in the 8-row layout; MUL_MAT on them against
-// the plain layout's result and a double reference at every M, broadcast batches included;
-// supports_op as whisper.cpp probes it (a weight in a zero-size buffer), and every other op
-// reading a repacked weight refused.
+// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0, Q4_1, Q5_0 and Q5_1 weights
+// read back bit for bit (whole, in part, at any offset, memset too) while stored in the 8-row layout; MUL_MAT on them
+// against the plain layout's result and a double reference at every M, broadcast batches included; supports_op as
+// whisper.cpp probes it (a weight in a zero-size buffer), and every other op reading a repacked weight refused.
 
 #include "ggml-backend.h"
 #include "test_util.h"
@@ -29,7 +28,7 @@ wsp_ggml_backend_buffer_type_t repack_buft() {
 }
 
 // the types CPU_REPACK keeps in its layout
-const wsp_ggml_type REPACKED[] = { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1 };
+const wsp_ggml_type REPACKED[] = { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 };
 
 // the bytes of random weights of type, and the values they decode to
 struct Weights {
@@ -102,6 +101,11 @@ void check_bytes(wsp_ggml_type type) {
     wsp_ggml_backend_tensor_get(wc.t, back.data(), 0, back.size());
     EXPECT_EQ(back, w.bytes);
 
+    // memset in part (across a group boundary), then whole
+    wsp_ggml_backend_tensor_memset(wc.t, 0xa7, 301, 250);
+    std::memset(w.bytes.data() + 301, 0xa7, 250);
+    wsp_ggml_backend_tensor_get(wc.t, back.data(), 0, back.size());
+    EXPECT_EQ(back, w.bytes);
     wsp_ggml_backend_tensor_memset(wc.t, 0x5a, 0, back.size());
     wsp_ggml_backend_tensor_get(wc.t, back.data(), 0, back.size());
     EXPECT_EQ(back, std::vector<uint8_t>(back.size(), 0x5a));
@@ -173,7 +177,9 @@ TEST(CpuRepack, MulMatAtEveryM) {
 // bit for bit as that row alone
 TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
     for (auto [type, K] : { std::pair{ WSP_GGML_TYPE_Q4_0, 64 }, std::pair{ WSP_GGML_TYPE_Q4_0, 1280 },
-                            std::pair{ WSP_GGML_TYPE_Q4_1, 64 }, std::pair{ WSP_GGML_TYPE_Q4_1, 1280 } }) {
+                            std::pair{ WSP_GGML_TYPE_Q4_1, 64 }, std::pair{ WSP_GGML_TYPE_Q4_1, 1280 },
+                            std::pair{ WSP_GGML_TYPE_Q5_0, 64 }, std::pair{ WSP_GGML_TYPE_Q5_0, 1280 },
+                            std::pair{ WSP_GGML_TYPE_Q5_1, 64 }, std::pair{ WSP_GGML_TYPE_Q5_1, 1280 } }) {
         const int64_t N = 24, M = 19; // pairs in tiles of 8 and 1, and an odd last row
         SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K));
         const Weights w = weights(type, K, N, 7);
@@ -200,7 +206,7 @@ TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
 
 TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
     wsp_ggml_backend_dev_t dev   = wsp_ggml_backend_dev_by_type(WSP_GGML_BACKEND_DEVICE_TYPE_CPU);
-    wsp_ggml_context *     ctx   = wsp_ggml_init({ 32 * wsp_ggml_tensor_overhead(), nullptr, true });
+    wsp_ggml_context *     ctx   = wsp_ggml_init({ 64 * wsp_ggml_tensor_overhead(), nullptr, true });
     auto                   probe = [&](wsp_ggml_type type, int64_t N) {
         wsp_ggml_tensor * w  = wsp_ggml_new_tensor_2d(ctx, type, 64, N);
         wsp_ggml_tensor * b  = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 64, 1500);
@@ -211,12 +217,12 @@ TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
         w->buffer = nullptr;
         return ok;
     };
-    EXPECT_TRUE(probe(WSP_GGML_TYPE_Q4_0, 384));
-    EXPECT_TRUE(probe(WSP_GGML_TYPE_Q4_1, 384));
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q4_0, 12)); // not whole groups of 8 rows: for the plain CPU buffer
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q4_1, 12));
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q8_0, 384)); // only Q4_0 and Q4_1 are repacked
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q5_0, 384));
+    for (wsp_ggml_type type : REPACKED) {
+        EXPECT_TRUE(probe(type, 384)) << wsp_ggml_type_name(type);
+        // not whole groups of 8 rows: for the plain CPU buffer
+        EXPECT_FALSE(probe(type, 12)) << wsp_ggml_type_name(type);
+    }
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q8_0, 384)); // only the 4- and 5-bit types are repacked
     wsp_ggml_free(ctx);
 
     // another op on a repacked weight: refused

@@ -3,9 +3,10 @@
 // block decodes once into 8 vectors of nibbles (lane = row, 4 columns per 32-bit lane) and serves
 // up to 8 b rows; per b row the 32 columns are 8 multiply-adds of those vectors with one 4-byte
 // broadcast of the activations each, then (s_x = d_x * sum(q), from phase 1)
-//   Q4_0, w = d_w * (u - 8):    sum = d_w * (d_x * sum(u * q) - 8 * s_x)
-//   Q4_1, w = d_w * u + m_w:    sum = d_w * (d_x * sum(u * q)) + m_w * s_x
-// for the group's 8 rows in one vector. The kernels are templates on MIN (Q4_1).
+//   Q4_0, Q5_0, w = d_w * (u - o):    sum = d_w * (d_x * sum(u * q) - o * s_x)    (o = 8, 16)
+//   Q4_1, Q5_1, w = d_w * u + m_w:    sum = d_w * (d_x * sum(u * q)) + m_w * s_x
+// for the group's 8 rows in one vector; the Q5 types add 16 to u where the fifth bit is set, one
+// masked add per nibble vector. The kernels are templates on the type.
 
 #include "mul_mat_dot.h"
 #include "q8_act.h"
@@ -27,12 +28,18 @@ namespace {
 
 constexpr int RT = 8; // b rows per tile
 
-template <bool MIN>
-constexpr wsp_ggml_type TYPE = MIN ? WSP_GGML_TYPE_Q4_1 : WSP_GGML_TYPE_Q4_0;
-template <bool MIN>
-constexpr size_t GROUP_BLOCK = repack_group_block(TYPE<MIN>); // bytes of one block of a group
-template <bool MIN>
-constexpr size_t NIBBLES = repack_nibbles_at(TYPE<MIN>);
+template <wsp_ggml_type T>
+constexpr RepackLayout LAYOUT = repack_layout(T);
+template <wsp_ggml_type T>
+constexpr size_t GROUP_BLOCK = LAYOUT<T>.block; // bytes of one block of a group
+template <wsp_ggml_type T>
+constexpr bool MIN = LAYOUT<T>.m >= 0; // w = d * u + m
+template <wsp_ggml_type T>
+constexpr bool FIFTH = LAYOUT<T>.qh >= 0; // u has a fifth bit
+template <wsp_ggml_type T>
+constexpr float OFFSET = MIN<T>     ? 0.0f
+                         : FIFTH<T> ? 16.0f
+                                    : 8.0f; // w = d * (u - o)
 // bytes ahead of the block being read, each of its three cache lines asked for: at M = 1 / 4 / 16
 // (2 threads, K = 1280, N = 5120, quiet machine, GFLOP/s) one line 1 KiB ahead gave 100 / 280 / 400,
 // 4 KiB ahead 110 / 280 / 405, all three lines 4 KiB ahead 115 / 355 / 475 (2 or 6 KiB: the same)
@@ -77,75 +84,102 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
 #if WSP_REPACK_SIMD
 // the cache lines of a group block (three, or Q4_1's 160 bytes in up to four), PREFETCH bytes
 // ahead (Note [weight prefetch], mul_mat_dot.cpp)
-template <bool MIN>
+template <wsp_ggml_type T>
 inline void prefetch_block(const uint8_t * blk) {
     const char * p = reinterpret_cast<const char *>(blk) + PREFETCH;
     _mm_prefetch(p, _MM_HINT_T0);
     _mm_prefetch(p + 64, _MM_HINT_T0);
     _mm_prefetch(p + 128, _MM_HINT_T0);
-    if constexpr (MIN) {
-        _mm_prefetch(p + GROUP_BLOCK<MIN> - 1, _MM_HINT_T0);
+    if constexpr (GROUP_BLOCK < T >> 144) {
+        _mm_prefetch(p + GROUP_BLOCK<T> - 1, _MM_HINT_T0);
     }
 }
 
+// the fifth bits of nibble vector v (0..3: lo[v], 4..7: hi[v - 4]) added to u as 16
+template <wsp_ggml_type T>
+inline __m256i add_fifth(__m256i u, const uint8_t * blk, int v) {
+    uint32_t k;
+    std::memcpy(&k, blk + LAYOUT<T>.qh + 4 * v, 4);
+#    if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_mask_add_epi8(u, (__mmask32) k, u, _mm256_set1_epi8(16));
+#    else
+    // byte j takes bit j of k: byte j / 8 of k spread over 8 bytes, then tested against 1 << (j % 8)
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int) k),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                                2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bits   = _mm256_set1_epi64x((long long) 0x8040201008040201ull);
+    const __m256i set    = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+    return _mm256_add_epi8(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+#    endif
+}
+
 // one block of a group: its 8 scales (and mins, to *mw), and its nibbles as 8 vectors (lane = row)
-template <bool MIN>
+template <wsp_ggml_type T>
 inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi, __m256 * mw) {
-    prefetch_block<MIN>(blk);
+    prefetch_block<T>(blk);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int t = 0; t < 4; ++t) {
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + NIBBLES<MIN> + 32 * t));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + LAYOUT<T>.qs + 32 * t));
         lo[t]           = _mm256_and_si256(c, m4);
         hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+        if constexpr (FIFTH<T>) {
+            lo[t] = add_fifth<T>(lo[t], blk, t);
+            hi[t] = add_fifth<T>(hi[t], blk, 4 + t);
+        }
     }
-    if constexpr (MIN) {
-        *mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + 16)));
+    if constexpr (MIN<T>) {
+        *mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + LAYOUT<T>.m)));
     }
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk)));
 }
 
 // acc += the block's contribution for one b row (the sums at the top of the file)
-template <bool MIN>
+template <wsp_ggml_type T>
 inline __m256 accumulate(__m256 acc, __m256 dw, __m256 mw, const __m256i * lo, const __m256i * hi, const BlockQ8 & xb) {
     const __m256 s = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
-    if constexpr (MIN) {
+    if constexpr (MIN<T>) {
         acc = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(xb.d)), dw, acc);
         return _mm256_fmadd_ps(mw, _mm256_set1_ps(xb.s), acc);
     } else {
-        const __m256 v = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-8.0f * xb.s));
+        const __m256 v = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), _mm256_set1_ps(-OFFSET<T> * xb.s));
         return _mm256_fmadd_ps(v, dw, acc);
     }
 }
 #endif
 
 // out[8 r + lane] = row (8 g + lane) of the group dotted with b row x[r], r < R
-template <bool MIN, int R>
+template <wsp_ggml_type T, int R>
 void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, float * out) {
 #if WSP_REPACK_SIMD
     __m256 acc[R];
     for (int r = 0; r < R; ++r) {
         acc[r] = _mm256_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<T>) {
         __m256i      lo[4], hi[4];
         __m256       mw = _mm256_setzero_ps();
-        const __m256 dw = decode<MIN>(grp, lo, hi, &mw);
+        const __m256 dw = decode<T>(grp, lo, hi, &mw);
 #    pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            acc[r] = accumulate<MIN>(acc[r], dw, mw, lo, hi, x[r][b]);
+            acc[r] = accumulate<T>(acc[r], dw, mw, lo, hi, x[r][b]);
         }
     }
     for (int r = 0; r < R; ++r) {
         _mm256_storeu_ps(out + 8 * r, acc[r]);
     }
 #else
-    float acc[R][REPACK_ROWS] = {};
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
+    float                  acc[R][REPACK_ROWS] = {};
+    constexpr RepackLayout L                   = LAYOUT<T>;
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<T>) {
+        uint32_t masks[8] = {};
+        if (FIFTH<T>) {
+            std::memcpy(masks, grp + L.qh, sizeof masks);
+        }
         for (int lane = 0; lane < REPACK_ROWS; ++lane) {
             uint16_t h, hm = 0;
             std::memcpy(&h, grp + 2 * lane, 2);
-            if (MIN) {
-                std::memcpy(&hm, grp + 16 + 2 * lane, 2);
+            if (MIN<T>) {
+                std::memcpy(&hm, grp + L.m + 2 * lane, 2);
             }
             const float dw = fp16_to_fp32(h), mw = fp16_to_fp32(hm);
             for (int r = 0; r < R; ++r) {
@@ -153,11 +187,15 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
                 int             sum = 0;
                 for (int t = 0; t < 4; ++t) {
                     for (int i = 0; i < 4; ++i) {
-                        const uint8_t byte = grp[NIBBLES<MIN> + 32 * t + 4 * lane + i];
-                        sum += (byte & 0x0f) * xb.qs[4 * t + i] + (byte >> 4) * xb.qs[16 + 4 * t + i];
+                        const int     j  = 4 * lane + i;
+                        const uint8_t c  = grp[L.qs + 32 * t + j];
+                        const int     ul = (c & 0x0f) | (int) (masks[t] >> j & 1u) << 4;
+                        const int     uh = (c >> 4) | (int) (masks[4 + t] >> j & 1u) << 4;
+                        sum += ul * xb.qs[4 * t + i] + uh * xb.qs[16 + 4 * t + i];
                     }
                 }
-                acc[r][lane] += MIN ? dw * (xb.d * (float) sum) + mw * xb.s : dw * (xb.d * (float) sum - 8.0f * xb.s);
+                acc[r][lane] +=
+                    MIN<T> ? dw * (xb.d * (float) sum) + mw * xb.s : dw * (xb.d * (float) sum - OFFSET<T> * xb.s);
             }
         }
     }
@@ -171,15 +209,16 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
 
 using TileFn = void (*)(const uint8_t *, const BlockQ8 * const *, int64_t, float *);
 
-template <bool MIN, size_t... I>
+template <wsp_ggml_type T, size_t... I>
 constexpr std::array<TileFn, RT> make_tiles(std::index_sequence<I...>) {
-    return { { &group_tile<MIN, (int) I + 1>... } };
+    return { { &group_tile<T, (int) I + 1>... } };
 }
 
-template <bool MIN>
-constexpr std::array<TileFn, RT> TILES = make_tiles<MIN>(std::make_index_sequence<RT>());
+template <wsp_ggml_type T>
+constexpr std::array<TileFn, RT> TILES = make_tiles<T>(std::make_index_sequence<RT>());
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__) && WSP_REPACK_SIMD
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__) && \
+    defined(__BMI2__) && WSP_REPACK_SIMD
 #    define WSP_REPACK_PAIRS 1
 
 // Note [b row pairs]: from two b rows on, a 512-bit instruction serves two b rows at once. Lane
@@ -192,16 +231,16 @@ constexpr std::array<TileFn, RT> TILES = make_tiles<MIN>(std::make_index_sequenc
 struct PairQ8 {
     int8_t qs[64]; // qs[8 j + 4 h + i] = row h's q[4 j + i]
     float  d[2];   // d_x of the two rows
-    float  ms[2];  // -8 * s_x (Q4_0) or s_x (Q4_1) of the two rows
+    float  ms[2];  // -o * s_x (Q4_0, Q5_0) or s_x (Q4_1, Q5_1) of the two rows
 };
 
-template <bool MIN>
+template <wsp_ggml_type T>
 void pair_block(const BlockQ8 & a, const BlockQ8 & b, PairQ8 & out) {
     for (int j = 0; j < 8; ++j) {
         std::memcpy(out.qs + 8 * j, a.qs + 4 * j, 4);
         std::memcpy(out.qs + 8 * j + 4, b.qs + 4 * j, 4);
     }
-    const float f = MIN ? 1.0f : -8.0f;
+    const float f = MIN<T> ? 1.0f : -OFFSET<T>;
     out.d[0]      = a.d;
     out.d[1]      = b.d;
     out.ms[0]     = f * a.s;
@@ -209,7 +248,17 @@ void pair_block(const BlockQ8 & a, const BlockQ8 & b, PairQ8 & out) {
 }
 
 // out[16 p + 2 lane + h] = row (8 g + lane) of the group dotted with b row 2 p + h of x, p < P
-template <bool MIN, int P>
+// the fifth bits of nibble vector v (as add_fifth) in the doubled lanes: bit 4 l + i of the mask
+// goes to bits 8 l + i and 8 l + 4 + i
+template <wsp_ggml_type T>
+inline __m512i add_fifth_doubled(__m512i u, const uint8_t * blk, int v) {
+    uint32_t k;
+    std::memcpy(&k, blk + LAYOUT<T>.qh + 4 * v, 4);
+    const uint64_t twice = _pdep_u64(k, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(k, 0xf0f0f0f0f0f0f0f0ull);
+    return _mm512_mask_add_epi8(u, (__mmask64) twice, u, _mm512_set1_epi8(16));
+}
+
+template <wsp_ggml_type T, int P>
 void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float * out) {
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i m4  = _mm512_set1_epi8(0x0f);
@@ -217,15 +266,19 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
     for (int q = 0; q < P; ++q) {
         acc[q] = _mm512_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<MIN>) {
-        prefetch_block<MIN>(grp);
+    for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<T>) {
+        prefetch_block<T>(grp);
         __m512i lo[4], hi[4];
         for (int t = 0; t < 4; ++t) {
             const __m512i c =
                 _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
-                                                  reinterpret_cast<const __m256i *>(grp + NIBBLES<MIN> + 32 * t))));
+                                                  reinterpret_cast<const __m256i *>(grp + LAYOUT<T>.qs + 32 * t))));
             lo[t] = _mm512_and_si512(c, m4);
             hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            if constexpr (FIFTH<T>) {
+                lo[t] = add_fifth_doubled<T>(lo[t], grp, t);
+                hi[t] = add_fifth_doubled<T>(hi[t], grp, 4 + t);
+            }
         }
         // the 8 rows' fp16 values at off, each lane doubled
         auto halves = [&](int off) {
@@ -233,7 +286,7 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
                                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(grp + off)))));
         };
         const __m512 dw = halves(0);
-        const __m512 mw = MIN ? halves(16) : _mm512_setzero_ps();
+        const __m512 mw = MIN<T> ? halves(LAYOUT<T>.m) : _mm512_setzero_ps();
 #    pragma GCC unroll 8
         for (int q = 0; q < P; ++q) {
             const PairQ8 & xp = x[q][b];
@@ -250,7 +303,7 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
             const __m512 ms =
                 _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double *>(xp.ms))));
             // the same operations, in the same order, as accumulate's
-            if constexpr (MIN) {
+            if constexpr (MIN<T>) {
                 acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(sum, dx), dw, acc[q]);
                 acc[q] = _mm512_fmadd_ps(mw, ms, acc[q]);
             } else {
@@ -265,14 +318,14 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
 
 using PairTileFn = void (*)(const uint8_t *, const PairQ8 * const *, int64_t, float *);
 
-template <bool MIN, size_t... I>
+template <wsp_ggml_type T, size_t... I>
 constexpr std::array<PairTileFn, RT> make_pair_tiles(std::index_sequence<I...>) {
-    return { { &pair_tile<MIN, (int) I + 1>... } };
+    return { { &pair_tile<T, (int) I + 1>... } };
 }
 
 constexpr int RP = 8; // b row pairs per tile: 8 accumulators
-template <bool MIN>
-constexpr std::array<PairTileFn, RP> PAIR_TILES = make_pair_tiles<MIN>(std::make_index_sequence<RP>());
+template <wsp_ggml_type T>
+constexpr std::array<PairTileFn, RP> PAIR_TILES = make_pair_tiles<T>(std::make_index_sequence<RP>());
 
 // the pairs of a batch's b rows after phase 1's blocks (M / 2 pairs of nb blocks per batch)
 size_t pairs_size(const Geometry & g) {
@@ -284,7 +337,7 @@ PairQ8 * carve_pairs(const ComputeParams & p, const Geometry & g) {
 }
 
 // phase 1b: the tasks interleave their share of the pairs' blocks, then wait for each other
-template <bool MIN>
+template <wsp_ggml_type T>
 const PairQ8 * prepare_pairs(const ComputeParams & p, const Geometry & g, const BlockQ8 * qx) {
     PairQ8 *      pairs = carve_pairs(p, g);
     const int64_t nb = g.K / QK8, per_batch = (g.M / 2) * nb;
@@ -293,14 +346,14 @@ const PairQ8 * prepare_pairs(const ComputeParams & p, const Geometry & g, const 
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t   batch = j / per_batch, pr = j % per_batch / nb, b = j % nb;
         const BlockQ8 * r0 = qx + (batch * g.M + 2 * pr) * nb;
-        pair_block<MIN>(r0[b], r0[nb + b], pairs[j]);
+        pair_block<T>(r0[b], r0[nb + b], pairs[j]);
     }
     p.barrier();
     return pairs;
 }
 
 // groups [g0, g1) of a batch against its b row pairs, then a last odd b row through group_tile
-template <bool MIN>
+template <wsp_ggml_type T>
 void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx,
                    const PairQ8 * pairs) {
     const int64_t  nb = g.K / QK8, np = g.M / 2;
@@ -313,7 +366,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
             for (int q = 0; q < n; ++q) {
                 xp[q] = pairs + (batch * np + q0 + q) * nb;
             }
-            PAIR_TILES<MIN>[(size_t) n - 1](w, xp, nb, out);
+            PAIR_TILES<T>[(size_t) n - 1](w, xp, nb, out);
             for (int q = 0; q < n; ++q) {
                 for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                     for (int h = 0; h < 2; ++h) {
@@ -324,7 +377,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
         }
         if (g.M % 2 == 1) {
             const BlockQ8 * last = qx + (batch * g.M + g.M - 1) * nb;
-            TILES<MIN>[0](w, &last, nb, out);
+            TILES<T>[0](w, &last, nb, out);
             for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                 *g.dst_at(grp * REPACK_ROWS + lane, g.M - 1, batch) = out[lane];
             }
@@ -333,7 +386,7 @@ void groups_paired(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, co
 }
 #endif
 
-template <bool MIN>
+template <wsp_ggml_type T>
 void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const BlockQ8 * qx) {
     const int64_t   nb = g.K / QK8;
     const BlockQ8 * xrows[RT];
@@ -345,7 +398,7 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
             for (int q = 0; q < r; ++q) {
                 xrows[q] = qx + (batch * g.M + m + q) * nb;
             }
-            TILES<MIN>[(size_t) r - 1](w, xrows, nb, out);
+            TILES<T>[(size_t) r - 1](w, xrows, nb, out);
             for (int q = 0; q < r; ++q) {
                 for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                     *g.dst_at(grp * REPACK_ROWS + lane, m + q, batch) = out[q * REPACK_ROWS + lane];
@@ -355,7 +408,7 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
     }
 }
 
-template <bool MIN>
+template <wsp_ggml_type T>
 void compute_as(const ComputeParams & p, const Geometry & g) {
     // phase 1: every b row to 8-bit blocks
     const BlockQ8 * qx = quantize_activations(p, g);
@@ -364,15 +417,15 @@ void compute_as(const ComputeParams & p, const Geometry & g) {
     const int64_t per = (dot_rows_per_item(g, p.nth) + REPACK_ROWS - 1) / REPACK_ROWS * REPACK_ROWS;
 #if WSP_REPACK_PAIRS
     if (g.M >= 2) {
-        const PairQ8 * pairs = prepare_pairs<MIN>(p, g, qx);
+        const PairQ8 * pairs = prepare_pairs<T>(p, g, qx);
         for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
-            groups_paired<MIN>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx, pairs);
+            groups_paired<T>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx, pairs);
         });
         return;
     }
 #endif
     for_claimed_rows(p, g, per, [&](int64_t batch, int64_t i0, int64_t i1) {
-        groups_of<MIN>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
+        groups_of<T>(g, batch, i0 / REPACK_ROWS, i1 / REPACK_ROWS, qx);
     });
 }
 
@@ -387,10 +440,11 @@ size_t repack_work_size(const Geometry & g, int nth) {
 }
 
 void repack_compute(const ComputeParams & p, const Geometry & g) {
-    if (g.a->type == WSP_GGML_TYPE_Q4_1) {
-        compute_as<true>(p, g);
-    } else {
-        compute_as<false>(p, g);
+    switch (g.a->type) {
+        case WSP_GGML_TYPE_Q4_1: compute_as<WSP_GGML_TYPE_Q4_1>(p, g); return;
+        case WSP_GGML_TYPE_Q5_0: compute_as<WSP_GGML_TYPE_Q5_0>(p, g); return;
+        case WSP_GGML_TYPE_Q5_1: compute_as<WSP_GGML_TYPE_Q5_1>(p, g); return;
+        default: compute_as<WSP_GGML_TYPE_Q4_0>(p, g); return; // fits_repack takes no other type
     }
 }
 

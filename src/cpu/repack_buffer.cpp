@@ -1,5 +1,5 @@
-// The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0 and
-// Q4_1 tensors are converted to the 8-row layout on the way in and back on the way out.
+// The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0, Q4_1,
+// Q5_0 and Q5_1 tensors are converted to the 8-row layout on the way in and back on the way out.
 
 #include "repack.h"
 
@@ -16,8 +16,10 @@ namespace wsp::cpu {
 namespace {
 
 constexpr size_t TENSOR_ALIGNMENT = 64;
-static_assert(repack_group_block(WSP_GGML_TYPE_Q4_0) == REPACK_ROWS * sizeof(block_q4_0), "a group's plain bytes");
-static_assert(repack_group_block(WSP_GGML_TYPE_Q4_1) == REPACK_ROWS * sizeof(block_q4_1), "a group's plain bytes");
+static_assert(repack_layout(WSP_GGML_TYPE_Q4_0).block == REPACK_ROWS * sizeof(block_q4_0), "a group's plain bytes");
+static_assert(repack_layout(WSP_GGML_TYPE_Q4_1).block == REPACK_ROWS * sizeof(block_q4_1), "a group's plain bytes");
+static_assert(repack_layout(WSP_GGML_TYPE_Q5_0).block == REPACK_ROWS * sizeof(block_q5_0), "a group's plain bytes");
+static_assert(repack_layout(WSP_GGML_TYPE_Q5_1).block == REPACK_ROWS * sizeof(block_q5_1), "a group's plain bytes");
 
 size_t group_bytes(const wsp_ggml_tensor * t) {
     return (size_t) REPACK_ROWS * t->nb[1];
@@ -27,7 +29,7 @@ size_t group_bytes(const wsp_ggml_tensor * t) {
 // touch: set writes them (read-modify-write where a group is covered in part), get reads them.
 void convert_range(const wsp_ggml_tensor * t, const void * in, void * out, size_t offset, size_t size, bool set) {
     const size_t  gb    = group_bytes(t);
-    const int64_t nb    = t->ne[0] / QK4_0; // QK4_1 as well
+    const int64_t nb    = t->ne[0] / QK4_0; // 32 columns a block in every repacked type
     const size_t  g0    = offset / gb;
     const size_t  g1    = (offset + size + gb - 1) / gb;
     char *        base  = static_cast<char *>(t->data) + g0 * gb;
@@ -55,9 +57,17 @@ void buf_free(wsp_ggml_backend_buffer_t buffer) {
     std::free(buffer->context);
 }
 
-// a byte permutation within each group: memset gives the same bytes in either layout
+// a repacked tensor's bytes are the plain ones set to value, converted
 void buf_memset(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, uint8_t value, size_t offset, size_t size) {
-    std::memset(static_cast<char *>(t->data) + offset, value, size);
+    if (stored_repacked(t) && t->view_src == nullptr) {
+        const std::vector<uint8_t> plain(size, value);
+        convert_range(t, plain.data(), nullptr, offset, size, true);
+    } else if (stored_repacked(t)) {
+        WSP_GGML_ABORT("CPU_REPACK: cannot memset %s, a view of the repacked weight %s; set the weight itself",
+                       describe(t).c_str(), describe(t->view_src).c_str());
+    } else {
+        std::memset(static_cast<char *>(t->data) + offset, value, size);
+    }
 }
 
 void buf_set(wsp_ggml_backend_buffer_t, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
@@ -154,8 +164,9 @@ wsp_ggml_backend_buffer_type_t repack_buffer_type() {
 }
 
 bool fits_repack(const wsp_ggml_tensor * t) {
-    return (t->type == WSP_GGML_TYPE_Q4_0 || t->type == WSP_GGML_TYPE_Q4_1) && t->ne[0] % QK4_0 == 0 &&
-           t->ne[1] % REPACK_ROWS == 0 && wsp_ggml_is_contiguous(t);
+    const bool type = t->type == WSP_GGML_TYPE_Q4_0 || t->type == WSP_GGML_TYPE_Q4_1 || t->type == WSP_GGML_TYPE_Q5_0 ||
+                      t->type == WSP_GGML_TYPE_Q5_1;
+    return type && t->ne[0] % QK4_0 == 0 && t->ne[1] % REPACK_ROWS == 0 && wsp_ggml_is_contiguous(t);
 }
 
 bool stored_repacked(const wsp_ggml_tensor * t) {
@@ -177,41 +188,72 @@ bool repack_allows(const wsp_ggml_tensor * node) {
     return true;
 }
 
-// the plain row block of a group block: d at 0, m (Q4_1) at 2, qs after them
+// A plain block of bb bytes: d at 0, m at 2 (Q4_1, Q5_1), the fifth bits as a little-endian
+// uint32 just before qs (Q5), qs in the last 16 bytes.
 void pack_x8(wsp_ggml_type type, const void * plain, void * packed, int64_t groups, int64_t blocks_per_row) {
-    const size_t gb = repack_group_block(type), qs = repack_nibbles_at(type), bb = gb / REPACK_ROWS;
-    const auto * in  = static_cast<const uint8_t *>(plain);
-    auto *       out = static_cast<uint8_t *>(packed);
+    const RepackLayout L   = repack_layout(type);
+    const size_t       bb  = L.block / REPACK_ROWS;
+    const auto *       in  = static_cast<const uint8_t *>(plain);
+    auto *             out = static_cast<uint8_t *>(packed);
     for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t b = 0; b < blocks_per_row; ++b, out += gb) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, out += L.block) {
+            uint32_t masks[8] = {};
             for (int64_t r = 0; r < REPACK_ROWS; ++r) {
                 const uint8_t * blk = in + ((g * REPACK_ROWS + r) * blocks_per_row + b) * bb;
                 std::memcpy(out + 2 * r, blk, 2);
-                if (qs == 32) {
-                    std::memcpy(out + 16 + 2 * r, blk + 2, 2);
+                if (L.m >= 0) {
+                    std::memcpy(out + L.m + 2 * r, blk + 2, 2);
                 }
                 for (int t = 0; t < 4; ++t) {
-                    std::memcpy(out + qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
+                    std::memcpy(out + L.qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
                 }
+                if (L.qh >= 0) {
+                    uint32_t qh;
+                    std::memcpy(&qh, blk + bb - 20, 4);
+                    for (int t = 0; t < 4; ++t) {
+                        for (int i = 0; i < 4; ++i) {
+                            masks[t] |= (qh >> (4 * t + i) & 1u) << (4 * r + i);
+                            masks[4 + t] |= (qh >> (16 + 4 * t + i) & 1u) << (4 * r + i);
+                        }
+                    }
+                }
+            }
+            if (L.qh >= 0) {
+                std::memcpy(out + L.qh, masks, sizeof masks);
             }
         }
     }
 }
 
 void unpack_x8(wsp_ggml_type type, const void * packed, void * plain, int64_t groups, int64_t blocks_per_row) {
-    const size_t gb = repack_group_block(type), qs = repack_nibbles_at(type), bb = gb / REPACK_ROWS;
-    const auto * in  = static_cast<const uint8_t *>(packed);
-    auto *       out = static_cast<uint8_t *>(plain);
+    const RepackLayout L   = repack_layout(type);
+    const size_t       bb  = L.block / REPACK_ROWS;
+    const auto *       in  = static_cast<const uint8_t *>(packed);
+    auto *             out = static_cast<uint8_t *>(plain);
     for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t b = 0; b < blocks_per_row; ++b, in += gb) {
+        for (int64_t b = 0; b < blocks_per_row; ++b, in += L.block) {
+            uint32_t masks[8] = {};
+            if (L.qh >= 0) {
+                std::memcpy(masks, in + L.qh, sizeof masks);
+            }
             for (int64_t r = 0; r < REPACK_ROWS; ++r) {
                 uint8_t * blk = out + ((g * REPACK_ROWS + r) * blocks_per_row + b) * bb;
                 std::memcpy(blk, in + 2 * r, 2);
-                if (qs == 32) {
-                    std::memcpy(blk + 2, in + 16 + 2 * r, 2);
+                if (L.m >= 0) {
+                    std::memcpy(blk + 2, in + L.m + 2 * r, 2);
                 }
                 for (int t = 0; t < 4; ++t) {
-                    std::memcpy(blk + bb - 16 + 4 * t, in + qs + 32 * t + 4 * r, 4);
+                    std::memcpy(blk + bb - 16 + 4 * t, in + L.qs + 32 * t + 4 * r, 4);
+                }
+                if (L.qh >= 0) {
+                    uint32_t qh = 0;
+                    for (int t = 0; t < 4; ++t) {
+                        for (int i = 0; i < 4; ++i) {
+                            qh |= (masks[t] >> (4 * r + i) & 1u) << (4 * t + i);
+                            qh |= (masks[4 + t] >> (4 * r + i) & 1u) << (16 + 4 * t + i);
+                        }
+                    }
+                    std::memcpy(blk + bb - 20, &qh, 4);
                 }
             }
         }
