@@ -40,10 +40,15 @@ template <wsp_ggml_type T>
 constexpr float OFFSET = MIN<T>     ? 0.0f
                          : FIFTH<T> ? 16.0f
                                     : 8.0f; // w = d * (u - o)
-// bytes ahead of the block being read, each of its three cache lines asked for: at M = 1 / 4 / 16
+// bytes ahead of the block being read, each of its cache lines asked for: at M = 1 / 4 / 16
 // (2 threads, K = 1280, N = 5120, quiet machine, GFLOP/s) one line 1 KiB ahead gave 100 / 280 / 400,
-// 4 KiB ahead 110 / 280 / 405, all three lines 4 KiB ahead 115 / 355 / 475 (2 or 6 KiB: the same)
-constexpr int PREFETCH = 4096;
+// 4 KiB ahead 110 / 280 / 405, all three lines 4 KiB ahead 115 / 355 / 475 (2 or 6 KiB: the same).
+// With the tiles of today, at one b row 8 KiB beats 4 KiB (three interleaved rounds, Q4_x and Q5_x,
+// both whisper shapes: better in 21 of 24 pairs, Q5_0 and Q5_1 by 5-15%; 16 KiB in between, 1 KiB
+// 15-25% worse), while at M = 16 it is 3-9% worse and at M = 2-4 the same: one row reads ahead
+// farther.
+constexpr int PREFETCH     = 4096;
+constexpr int PREFETCH_ONE = 8192; // group_tile at one b row
 
 #if WSP_REPACK_SIMD
 inline __m256i bcast4(const int8_t * q) {
@@ -82,11 +87,11 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
 #endif
 
 #if WSP_REPACK_SIMD
-// the cache lines of a group block (three, or Q4_1's 160 bytes in up to four), PREFETCH bytes
-// ahead (Note [weight prefetch], mul_mat_dot.cpp)
-template <wsp_ggml_type T>
+// the cache lines of a group block (three, or up to four from 160 bytes), AHEAD bytes ahead
+// (Note [weight prefetch], mul_mat_dot.cpp)
+template <wsp_ggml_type T, int AHEAD = PREFETCH>
 inline void prefetch_block(const uint8_t * blk) {
-    const char * p = reinterpret_cast<const char *>(blk) + PREFETCH;
+    const char * p = reinterpret_cast<const char *>(blk) + AHEAD;
     _mm_prefetch(p, _MM_HINT_T0);
     _mm_prefetch(p + 64, _MM_HINT_T0);
     _mm_prefetch(p + 128, _MM_HINT_T0);
@@ -114,9 +119,9 @@ inline __m256i add_fifth(__m256i u, const uint8_t * blk, int v) {
 }
 
 // one block of a group: its 8 scales (and mins, to *mw), and its nibbles as 8 vectors (lane = row)
-template <wsp_ggml_type T>
+template <wsp_ggml_type T, int AHEAD>
 inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi, __m256 * mw) {
-    prefetch_block<T>(blk);
+    prefetch_block<T, AHEAD>(blk);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int t = 0; t < 4; ++t) {
         const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + LAYOUT<T>.qs + 32 * t));
@@ -158,7 +163,7 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
     for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<T>) {
         __m256i      lo[4], hi[4];
         __m256       mw = _mm256_setzero_ps();
-        const __m256 dw = decode<T>(grp, lo, hi, &mw);
+        const __m256 dw = decode < T, R == 1 ? PREFETCH_ONE : PREFETCH > (grp, lo, hi, &mw);
 #    pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             acc[r] = accumulate<T>(acc[r], dw, mw, lo, hi, x[r][b]);
