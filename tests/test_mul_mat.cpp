@@ -7,6 +7,7 @@
 #include "test_util.h"
 
 #include "../src/cpu/mul_mat_path.h"
+#include "../src/cpu/q8_act.h"
 
 #include <gtest/gtest.h>
 
@@ -400,6 +401,42 @@ TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {
         ASSERT_EQ(o.size(), (size_t) N);
         EXPECT_EQ(std::memcmp(t.data(), o.data(), (size_t) N * sizeof(float)), 0);
     }
+}
+
+// Note [activation quantization] (mul_mat_q8.cpp): the vector loop gives every block exactly what
+// the definition in q8_act.h gives: d = amax / 127, q = x / d rounded to nearest even, s = d * sum(q);
+// random blocks, an all-zero block, and blocks whose x / d fall on halves (the ties)
+TEST(MulMat, ActivationBlocksFollowTheDefinitionBitForBit) {
+    constexpr int      QK = wsp::cpu::mm::QK8;
+    std::vector<float> x  = random_values(64 * QK, 41);
+    for (int j = 0; j < QK; ++j) {
+        x[(size_t) (8 * QK + j)]  = 0.0f;                                          // block 8: all zero
+        x[(size_t) (9 * QK + j)]  = j == 0 ? 127.0f : (float) (j - 16) + 0.5f;     // block 9: d = 1, ties
+        x[(size_t) (10 * QK + j)] = j == 5 ? -254.0f : (float) (2 * (j - 16) + 1); // block 10: d = 2, ties
+    }
+    std::vector<wsp::cpu::mm::BlockQ8> y(64);
+    wsp::cpu::mm::quantize_row_q8(x.data(), y.data(), (int64_t) x.size());
+    for (int ib = 0; ib < 64; ++ib) {
+        SCOPED_TRACE("block " + std::to_string(ib));
+        const float * xb   = x.data() + ib * QK;
+        float         amax = 0.0f;
+        for (int j = 0; j < QK; ++j) {
+            amax = std::max(amax, std::fabs(xb[j]));
+        }
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int         sum = 0;
+        for (int j = 0; j < QK; ++j) {
+            const int q = (int) std::nearbyint(xb[j] * id);
+            ASSERT_EQ(y[(size_t) ib].qs[j], q) << "element " << j;
+            sum += q;
+        }
+        EXPECT_EQ(y[(size_t) ib].d, d);
+        EXPECT_EQ(y[(size_t) ib].s, d * (float) sum);
+    }
+    // the ties went to even
+    EXPECT_EQ(y[9].qs[1], -14);  // -14.5
+    EXPECT_EQ(y[9].qs[2], -14);  // -13.5
+    EXPECT_EQ(y[10].qs[0], -16); // -31 / 2
 }
 
 // Note [nibble pairs] (mul_mat_q8_pairs.cpp): the 4- and 5-bit weights take the paired AVX-512 kernels

@@ -19,8 +19,8 @@ struct BlockQ8 {
     int8_t qs[QK8];
 };
 
-// K / 32 blocks of the row x (K a multiple of 32)
-void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K);
+// K / 32 blocks of the row x (K a multiple of 32); exported for the tests
+WSP_INTERNAL_API void quantize_row_q8(const float * x, BlockQ8 * y, int64_t K);
 
 // Phase 1 of a node whose b rows are quantized: the tasks quantize every b row (batch-major, as
 // b_row numbers them) into the start of the work buffer, then wait for each other. The work
