@@ -46,7 +46,10 @@ constexpr float OFFSET = MIN<T>     ? 0.0f
 // With the tiles of today, at one b row 8 KiB beats 4 KiB (three interleaved rounds, Q4_x and Q5_x,
 // both whisper shapes: better in 21 of 24 pairs, Q5_0 and Q5_1 by 5-15%; 16 KiB in between, 1 KiB
 // 15-25% worse), while at M = 16 it is 3-9% worse and at M = 2-4 the same: one row reads ahead
-// farther.
+// farther. At one b row the lines are asked for as non-temporal (prefetchnta): better in 11 of 12
+// interleaved pairs (Q4_0, Q5_1, both shapes, median +4%; over four types 24 of 32, +4%), where
+// prefetcht1 was 10% worse and no software prefetch 16% worse; at M >= 2 it made no clear
+// difference (23 of 36, +1.7%), so those keep prefetcht0.
 constexpr int PREFETCH     = 4096;
 constexpr int PREFETCH_ONE = 8192; // group_tile at one b row
 
@@ -91,12 +94,13 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
 // (Note [weight prefetch], mul_mat_dot.cpp)
 template <wsp_ggml_type T, int AHEAD = PREFETCH>
 inline void prefetch_block(const uint8_t * blk) {
-    const char * p = reinterpret_cast<const char *>(blk) + AHEAD;
-    _mm_prefetch(p, _MM_HINT_T0);
-    _mm_prefetch(p + 64, _MM_HINT_T0);
-    _mm_prefetch(p + 128, _MM_HINT_T0);
+    constexpr auto H = AHEAD == PREFETCH_ONE ? _MM_HINT_NTA : _MM_HINT_T0;
+    const char *   p = reinterpret_cast<const char *>(blk) + AHEAD;
+    _mm_prefetch(p, H);
+    _mm_prefetch(p + 64, H);
+    _mm_prefetch(p + 128, H);
     if constexpr (GROUP_BLOCK < T >> 144) {
-        _mm_prefetch(p + GROUP_BLOCK<T> - 1, _MM_HINT_T0);
+        _mm_prefetch(p + GROUP_BLOCK<T> - 1, H);
     }
 }
 
@@ -211,6 +215,30 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
     }
 #endif
 }
+
+#if WSP_REPACK_SIMD
+// Note [two streams]: at one b row the kernel reads group after group, one stream per task; the
+// hardware keeps a limited number of requests per stream in flight, and a stream alone fell
+// short of the bandwidth probe (0.73-0.85 at 73-77 GB/s). Two groups half an item apart, read
+// block by block side by side, make two streams per task and two independent chains: better in
+// 20 of 24 interleaved pairs (Q4_x, Q5_x, both whisper shapes, median +10%; 0.82-0.91 of the
+// probe). Each group's sums are group_tile's, in the same order, so results are bit for bit the
+// same.
+template <wsp_ggml_type T>
+void group_tile_two(const uint8_t * ga, const uint8_t * gb, const BlockQ8 * x, int64_t nb, float * oa, float * ob) {
+    __m256 acc_a = _mm256_setzero_ps(), acc_b = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, ga += GROUP_BLOCK<T>, gb += GROUP_BLOCK<T>) {
+        __m256i lo[4], hi[4];
+        __m256  mw = _mm256_setzero_ps();
+        __m256  dw = decode<T, PREFETCH_ONE>(ga, lo, hi, &mw);
+        acc_a      = accumulate<T>(acc_a, dw, mw, lo, hi, x[b]);
+        dw         = decode<T, PREFETCH_ONE>(gb, lo, hi, &mw);
+        acc_b      = accumulate<T>(acc_b, dw, mw, lo, hi, x[b]);
+    }
+    _mm256_storeu_ps(oa, acc_a);
+    _mm256_storeu_ps(ob, acc_b);
+}
+#endif
 
 using TileFn = void (*)(const uint8_t *, const BlockQ8 * const *, int64_t, float *);
 
@@ -396,6 +424,22 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
     const int64_t   nb = g.K / QK8;
     const BlockQ8 * xrows[RT];
     float           out[RT * REPACK_ROWS];
+#if WSP_REPACK_SIMD
+    if (g.M == 1) { // Note [two streams]
+        const int64_t   half = (g1 - g0) / 2;
+        const BlockQ8 * x    = qx + batch * nb;
+        for (int64_t i = 0; i < half; ++i) {
+            const int64_t ga = g0 + i, gb = g0 + half + i;
+            group_tile_two<T>(reinterpret_cast<const uint8_t *>(g.a_row(ga * REPACK_ROWS, batch)),
+                              reinterpret_cast<const uint8_t *>(g.a_row(gb * REPACK_ROWS, batch)), x, nb, out, out + 8);
+            for (int lane = 0; lane < REPACK_ROWS; ++lane) {
+                *g.dst_at(ga * REPACK_ROWS + lane, 0, batch) = out[lane];
+                *g.dst_at(gb * REPACK_ROWS + lane, 0, batch) = out[8 + lane];
+            }
+        }
+        g0 += 2 * half;
+    }
+#endif
     for (int64_t grp = g0; grp < g1; ++grp) {
         const auto * w = reinterpret_cast<const uint8_t *>(g.a_row(grp * REPACK_ROWS, batch));
         for (int64_t m = 0; m < g.M; m += RT) {
