@@ -3,7 +3,8 @@
 # whisper.rn 0.4.3 ("shipped") and 0.7.3 ("upstream") carry (bench/peers), each in its own process,
 # with weights from DRAM. Prints GFLOP/s per weight type and batch M for ours | shipped | upstream |
 # OpenBLAS sgemm (F32, from our build), ours/upstream, and at M=1 the fraction of the measured memory
-# bandwidth each reaches; writes WORK/mul_mat_side.json with every program's JSON in WORK.
+# bandwidth each reaches (against the probe passes beside that row: Note [probe beside the row] in
+# mul_mat_small.cpp); writes WORK/mul_mat_side.json with every program's JSON in WORK.
 #   bench/mul_mat_side.sh [BUILD_DIR [WORK]]
 # BUILD_DIR: our build tree (default build/release; mul_mat_small is built there, -j2); the peers
 # build in build/peers-VERSION (shared with bench/whisper_side.sh). WORK: default build/mul-mat-side.
@@ -87,7 +88,7 @@ ratio() { # a / b with two decimals, or -
 echo
 echo "mul_mat on the CPU backend, $threads threads, weights from DRAM (>= 192 MiB per graph), GFLOP/s (best of $runs; \"!\": result check failed;" \
     "$rounds round(s)); memory read bandwidth GB/s: ours ${bandwidth[ours]:--}, shipped ${bandwidth[shipped]:--}," \
-    "upstream ${bandwidth[upstream]:--} (best of each build's runs)"
+    "upstream ${bandwidth[upstream]:--} (best of each build's runs; the M=1 fractions are against the probe beside each row)"
 printf '%-6s %-10s %3s | %8s %8s %8s %8s | %9s | %-16s | %s\n' type KxN M ours shipped upstream openblas ours/upstr \
     "M=1 bw: o/s/u" "weights in (s/u)"
 json_rows=()

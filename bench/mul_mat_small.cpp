@@ -6,7 +6,9 @@
 //   mul_mat_small [--threads=2] [--runs=5] [--types=f32,f16,...] [--ms=1,2,4,8,16]
 //                 [--shapes=1280x5120,5120x1280] [--min-mib=192] [--label=NAME] [--json=FILE]
 // Also the machine's memory read bandwidth (threads summing disjoint parts of a 512 MiB buffer
-// with AVX2 loads) and, where built with WSP_BENCH_OPENBLAS, cblas_sgemm on the F32 weights.
+// with AVX2 loads), once at the start and again beside every row (its bw_frac is against the pass
+// of the same moment, Note [probe beside the row]) and, where built with WSP_BENCH_OPENBLAS, cblas_sgemm on the F32
+// weights.
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -58,12 +60,13 @@ struct Options {
 struct Row {
     std::string impl, type, buft;
     int64_t     k, n, m, g;
-    double      weight_mib, ms, gflops, weight_gbs, bw_fraction, err;
+    double      weight_mib, ms, gflops, weight_gbs, probe_gbs, bw_fraction, err;
 };
 
 // a timing and the check of its result: max |y - ref| / max |ref| over the checked rows
 struct Timing {
     double seconds = -1, err = 0;
+    double probe_gbs = 0; // the best probe pass beside the computes
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -190,35 +193,59 @@ float sum_avx2(const float * p, size_t n) {
 }
 #endif
 
-double memory_bandwidth_gbs(int threads, int runs) {
-    const size_t bytes = size_t(512) << 20;
-    const size_t n     = bytes / sizeof(float);
-    float *      buf   = static_cast<float *>(std::aligned_alloc(64, bytes));
-    if (!buf) {
-        return 0;
+// The probe's buffer, kept for the whole run: each measured row reads it between its computes
+// (Note [probe beside the row]).
+class Probe {
+public:
+    Probe(int threads, size_t bytes) : threads_(threads), n_(bytes / sizeof(float)) {
+        buf_ = static_cast<float *>(std::aligned_alloc(64, n_ * sizeof(float)));
+        if (buf_) {
+            std::fill(buf_, buf_ + n_, 1.0f);
+        }
     }
-    std::fill(buf, buf + n, 1.0f);
-    volatile float sink = 0;
-    double         best = 1e30;
-    const size_t   part = n / size_t(threads) / 64 * 64; // floats per thread
-    for (int r = 0; r < runs; ++r) {
-        std::vector<float>       sums(static_cast<size_t>(threads));
+    ~Probe() { std::free(buf_); }
+    Probe(const Probe &)             = delete;
+    Probe & operator=(const Probe &) = delete;
+
+    // GB/s of one pass over the buffer, 0 without one; first a pause in which a backend's workers,
+    // spinning after a compute, go to sleep and leave the cores to the probe
+    double once() {
+        if (!buf_) {
+            return 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const size_t             part = n_ / size_t(threads_) / 64 * 64; // floats per thread
+        std::vector<float>       sums(static_cast<size_t>(threads_));
         std::vector<std::thread> pool;
         const auto               t0 = std::chrono::steady_clock::now();
-        for (int t = 0; t < threads; ++t) {
-            pool.emplace_back([&, t] { sums[size_t(t)] = sum_avx2(buf + size_t(t) * part, part); });
+        for (int t = 0; t < threads_; ++t) {
+            pool.emplace_back([&, t] { sums[size_t(t)] = sum_avx2(buf_ + size_t(t) * part, part); });
         }
         for (auto & th : pool) {
             th.join();
         }
-        best = std::min(best, seconds_since(t0));
-        for (float s : sums) {
-            sink = sink + s;
+        const double s = seconds_since(t0);
+        for (float v : sums) {
+            sink_ = sink_ + v;
         }
+        return double(part * size_t(threads_) * sizeof(float)) / s / 1e9;
     }
-    std::free(buf);
-    return double(part * size_t(threads) * sizeof(float)) / best / 1e9;
-}
+
+    // the best of R passes
+    double best(int runs) {
+        double b = 0;
+        for (int r = 0; r < runs; ++r) {
+            b = std::max(b, once());
+        }
+        return b;
+    }
+
+private:
+    int            threads_;
+    size_t         n_;
+    float *        buf_  = nullptr;
+    volatile float sink_ = 0;
+};
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
     std::mt19937                          rng(seed);
@@ -335,13 +362,13 @@ bool supported(wsp_ggml_backend_t backend, wsp_ggml_type type) {
 }
 
 Row make_row(const char * impl, const char * type, const char * buft, Shape s, int64_t m, int64_t g, size_t bytes_each,
-             Timing t, double bandwidth) {
-    Row r{ impl, type, buft, s.k, s.n, m, g, 0, 0, 0, 0, 0, t.err };
+             Timing t) {
+    Row r{ impl, type, buft, s.k, s.n, m, g, 0, 0, 0, 0, t.probe_gbs, 0, t.err };
     r.weight_mib  = double(bytes_each) * double(g) / 1048576.0;
     r.ms          = t.seconds * 1e3;
     r.gflops      = 2.0 * double(s.k) * double(s.n) * double(m) * double(g) / t.seconds / 1e9;
     r.weight_gbs  = double(bytes_each) * double(g) / t.seconds / 1e9;
-    r.bw_fraction = bandwidth > 0 ? r.weight_gbs / bandwidth : 0;
+    r.bw_fraction = t.probe_gbs > 0 ? r.weight_gbs / t.probe_gbs : 0;
     return r;
 }
 
@@ -362,7 +389,12 @@ double max_rel_err(const Weights & ws, Shape s, int64_t m, const std::vector<flo
     return scale > 0 ? err / scale : err;
 }
 
-Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64_t m, int runs) {
+// Note [probe beside the row]: the memory bandwidth of this VM drifts by 2x over minutes, so a
+// fraction against one probe at the start compares figures of different moments (0.7 to 1.3 for
+// the same kernel). Each timed compute is preceded by a probe pass and an untimed compute (the
+// probe lets the backend's threads fall asleep; the timed compute starts with them awake, as in a
+// decoder's back-to-back graphs), and the row's fraction is its best compute over its best pass.
+Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64_t m, int runs, Probe & probe) {
     const size_t         g_nodes = ws.w.size();
     const size_t         gsize   = std::max<size_t>(64, 2 * g_nodes + 16);
     wsp_ggml_init_params ip      = {
@@ -385,8 +417,12 @@ Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64
         double best = 1e30;
         bool   ok   = true;
         for (int r = 0; ok && r <= runs; ++r) { // the first one warms up
+            if (r > 0) {
+                out.probe_gbs = std::max(out.probe_gbs, probe.once());
+                ok            = wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS;
+            }
             const auto t0 = std::chrono::steady_clock::now();
-            ok            = wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS;
+            ok            = ok && wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS;
             if (r > 0) {
                 best = std::min(best, seconds_since(t0));
             }
@@ -405,22 +441,30 @@ Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64
 
 #if defined(WSP_BENCH_OPENBLAS)
 // cblas_sgemm on the same F32 weights (row-major W_g is N x K): C_g = X W_g^T, best of R
-Timing time_sgemm(const Weights & ws, Shape s, int64_t m, int runs) {
+// (probe passes as in time_batch)
+Timing time_sgemm(const Weights & ws, Shape s, int64_t m, int runs, Probe & probe) {
     const std::vector<float> xs = random_floats(size_t(s.k * m), 99);
     std::vector<float>       c(size_t(s.n * m) * ws.w.size());
     double                   best = 1e30;
-    for (int r = 0; r <= runs; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
+    Timing                   out;
+    auto                     all = [&] {
         for (size_t i = 0; i < ws.w.size(); ++i) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(s.n), int(s.k), 1.0f, xs.data(), int(s.k),
-                        static_cast<const float *>(ws.w[i]->data), int(s.k), 0.0f, c.data() + i * size_t(s.n * m),
-                        int(s.n));
+                                            static_cast<const float *>(ws.w[i]->data), int(s.k), 0.0f, c.data() + i * size_t(s.n * m),
+                                            int(s.n));
         }
+    };
+    for (int r = 0; r <= runs; ++r) {
+        if (r > 0) {
+            out.probe_gbs = std::max(out.probe_gbs, probe.once());
+            all();
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        all();
         if (r > 0) {
             best = std::min(best, seconds_since(t0));
         }
     }
-    Timing out;
     out.seconds = best;
     out.err     = max_rel_err(ws, s, m, xs, c); // the first weight's product, C_0 is m x N row-major
     return out;
@@ -432,9 +476,9 @@ void print_row(const Row & r) {
     if (r.m == 1) {
         std::snprintf(frac, sizeof frac, "%.2f", r.bw_fraction);
     }
-    std::printf("%-9s %-6s %5lldx%-5lld %3lld %4lld %8.1f %9.3f %9.1f %8.2f %8s %8.1e%s  %s\n", r.impl.c_str(),
+    std::printf("%-9s %-6s %5lldx%-5lld %3lld %4lld %8.1f %9.3f %9.1f %8.2f %8.2f %8s %8.1e%s  %s\n", r.impl.c_str(),
                 r.type.c_str(), (long long) r.k, (long long) r.n, (long long) r.m, (long long) r.g, r.weight_mib, r.ms,
-                r.gflops, r.weight_gbs, frac, r.err, r.err > MAX_ERR ? "!" : " ", r.buft.c_str());
+                r.gflops, r.weight_gbs, r.probe_gbs, frac, r.err, r.err > MAX_ERR ? "!" : " ", r.buft.c_str());
     std::fflush(stdout);
 }
 
@@ -454,10 +498,10 @@ bool write_json(const Options & o, double bandwidth, const std::vector<Row> & ro
                      "%s\n  {\"impl\": \"%s\", \"type\": \"%s\", \"buft\": \"%s\", \"k\": %lld, \"n\": %lld, \"m\": "
                      "%lld, \"g\": %lld, "
                      "\"weight_mib\": %.2f, \"ms\": %.4f, \"gflops\": %.3f, \"weight_gbs\": %.3f, "
-                     "\"bw_fraction\": %.4f, \"max_rel_err\": %.3e}",
+                     "\"bw_fraction\": %.4f, \"max_rel_err\": %.3e, \"probe_gbs\": %.3f}",
                      i ? "," : "", r.impl.c_str(), r.type.c_str(), r.buft.c_str(), (long long) r.k, (long long) r.n,
-                     (long long) r.m, (long long) r.g, r.weight_mib, r.ms, r.gflops, r.weight_gbs, r.bw_fraction,
-                     r.err);
+                     (long long) r.m, (long long) r.g, r.weight_mib, r.ms, r.gflops, r.weight_gbs, r.bw_fraction, r.err,
+                     r.probe_gbs);
     }
     std::fprintf(f, "\n], \"skipped\": [");
     for (size_t i = 0; i < skipped.size(); ++i) {
@@ -493,12 +537,13 @@ int main(int argc, char ** argv) {
     openblas_set_num_threads(o.threads);
 #endif
 
-    const double bandwidth = memory_bandwidth_gbs(o.threads, 5);
+    Probe        probe(o.threads, size_t(512) << 20);
+    const double bandwidth = probe.best(5);
     std::printf("mul_mat_small (%s): %d threads, best of %d; weights >= %.0f MiB per graph; memory read "
                 "bandwidth %.1f GB/s (%d threads, 512 MiB, AVX2)\n",
                 o.label.c_str(), o.threads, o.runs, o.min_mib, bandwidth, o.threads);
-    std::printf("%-9s %-6s %11s %3s %4s %8s %9s %9s %8s %8s %8s   %s\n", "impl", "type", "KxN", "M", "G", "MiB", "ms",
-                "GFLOP/s", "wGB/s", "bw_frac", "err", "weights in");
+    std::printf("%-9s %-6s %11s %3s %4s %8s %9s %9s %8s %8s %8s %8s   %s\n", "impl", "type", "KxN", "M", "G", "MiB",
+                "ms", "GFLOP/s", "wGB/s", "probeGB/s", "bw_frac", "err", "weights in");
 
     std::vector<Row>         rows;
     std::vector<std::string> skipped;
@@ -519,20 +564,19 @@ int main(int argc, char ** argv) {
                 return 1;
             }
             for (int64_t m : o.ms) {
-                const Timing t = time_batch(backend, ws, s, m, o.runs);
+                const Timing t = time_batch(backend, ws, s, m, o.runs, probe);
                 if (t.seconds <= 0) {
                     std::fprintf(stderr, "mul_mat_small: %s M=%lld failed\n", name, (long long) m);
                     return 1;
                 }
-                rows.push_back(make_row("ggml", name, bname, s, m, int64_t(ws.w.size()), ws.bytes_each, t, bandwidth));
+                rows.push_back(make_row("ggml", name, bname, s, m, int64_t(ws.w.size()), ws.bytes_each, t));
                 print_row(rows.back());
             }
 #if defined(WSP_BENCH_OPENBLAS)
             if (type == WSP_GGML_TYPE_F32 && wsp_ggml_backend_buffer_is_host(ws.buf)) {
                 for (int64_t m : o.ms) {
-                    const Timing t = time_sgemm(ws, s, m, o.runs);
-                    rows.push_back(
-                        make_row("openblas", name, "host", s, m, int64_t(ws.w.size()), ws.bytes_each, t, bandwidth));
+                    const Timing t = time_sgemm(ws, s, m, o.runs, probe);
+                    rows.push_back(make_row("openblas", name, "host", s, m, int64_t(ws.w.size()), ws.bytes_each, t));
                     print_row(rows.back());
                 }
             }
