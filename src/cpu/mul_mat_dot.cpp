@@ -292,7 +292,20 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
     // rows, at least two rows (attention's K = 64 rows are 128 bytes; two rows ahead was too close)
     const int64_t row_bytes = g.K * (int64_t) sizeof(typename L::T);
     const int64_t ahead     = (PREFETCH_BYTES + row_bytes - 1) / row_bytes;
-    float         out[RB];
+    float         out[2 * RB];
+    // Note [two streams] (mul_mat_repack.cpp): rows of a KiB and more are read as two streams, row
+    // i and row i + half of the range side by side; each row sums as it would alone (the
+    // accumulators depend on the b rows only). Attention's short strided rows keep one stream.
+    if (row_bytes >= 1024) {
+        const int64_t half = (i1 - i0) / 2;
+        for (int64_t i = i0; i < i0 + half; ++i) {
+            const void * rows[2] = { a0 + i * a_nb, a0 + (i + half) * a_nb };
+            dot_tile<L, 2, 1>(rows, x, g.K, (ahead > 2 ? ahead : 2) * stride, out);
+            *reinterpret_cast<float *>(d0 + i * d_nb0)          = out[0];
+            *reinterpret_cast<float *>(d0 + (i + half) * d_nb0) = out[RB];
+        }
+        i0 += 2 * half;
+    }
     for (int64_t i = i0; i < i1; ++i) {
         const void * row = a0 + i * a_nb;
         dot_tile<L, 1, 1>(&row, x, g.K, (ahead > 2 ? ahead : 2) * stride, out);

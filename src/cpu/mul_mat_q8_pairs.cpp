@@ -63,29 +63,51 @@ void write_paired(const BlockQ8 & x, int64_t b, int64_t nb, char * mem, int o) {
     }
 }
 
-float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
+// acc += blocks ib and ib + 1 of the row w against the paired row x
+inline __m512 q8_0_two_blocks(const block_q8_0 * w, int64_t ib, const PairedRow & x, __m512 acc) {
     const __m512i flip = _mm512_set1_epi8((char) 0x80);
-    __m512        acc  = _mm512_setzero_ps();
-    int64_t       ib   = 0;
-    for (; ib + 2 <= nb; ib += 2) {
-        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
-        const __m512i wv =
-            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib].qs))),
-                               _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib + 1].qs)), 1);
-        const __m512i s  = _mm512_dpbusd_epi32(_mm512_loadu_si512(x.corr + 8 * ib), _mm512_xor_si512(wv, flip),
-                                               _mm512_loadu_si512(x.q + QK * ib));
-        const __m256i dh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short) w[ib].d)),
-                                                   _mm_set1_epi16((short) w[ib + 1].d), 1);
-        const __m512  sc = _mm512_mul_ps(_mm512_cvtph_ps(dh), _mm512_loadu_ps(x.dx + 8 * ib));
-        acc              = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
-    }
+    _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
+    const __m512i wv =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib].qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[ib + 1].qs)), 1);
+    const __m512i s  = _mm512_dpbusd_epi32(_mm512_loadu_si512(x.corr + 8 * ib), _mm512_xor_si512(wv, flip),
+                                           _mm512_loadu_si512(x.q + QK * ib));
+    const __m256i dh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short) w[ib].d)),
+                                               _mm_set1_epi16((short) w[ib + 1].d), 1);
+    const __m512  sc = _mm512_mul_ps(_mm512_cvtph_ps(dh), _mm512_loadu_ps(x.dx + 8 * ib));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+}
+
+// the row's sum from its accumulator, an odd last block joining the even ones as in q8_tile
+inline float q8_0_row_sum(const block_q8_0 * w, __m512 acc, const BlockQ8 * xb, int64_t nb) {
     __m256 even = _mm512_castps512_ps256(acc);
     __m256 odd  = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-    if (ib < nb) { // an odd last block joins the even ones, as in q8_tile
+    if (nb % 2 == 1) {
         float bias = 0.0f;
-        q8_block<Q8_0, 1>(w[ib], &xb, ib, &even, &bias);
+        q8_block<Q8_0, 1>(w[nb - 1], &xb, nb - 1, &even, &bias);
     }
     return hsum256(_mm256_add_ps(even, odd)) + (0.0f + 0.0f); // + the two (zero) biases, as q8_tile
+}
+
+float q8_0_row_pairs(const block_q8_0 * w, const PairedRow & x, const BlockQ8 * xb, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib + 2 <= nb; ib += 2) {
+        acc = q8_0_two_blocks(w, ib, x, acc);
+    }
+    return q8_0_row_sum(w, acc, xb, nb);
+}
+
+// two rows side by side, two streams (Note [two streams], mul_mat_repack.cpp); each row's sum is
+// q8_0_row_pairs's, bit for bit
+void q8_0_two_rows(const block_q8_0 * wa, const block_q8_0 * wb, const PairedRow & x, const BlockQ8 * xb, int64_t nb,
+                   float * oa, float * ob) {
+    __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib + 2 <= nb; ib += 2) {
+        acc_a = q8_0_two_blocks(wa, ib, x, acc_a);
+        acc_b = q8_0_two_blocks(wb, ib, x, acc_b);
+    }
+    *oa = q8_0_row_sum(wa, acc_a, xb, nb);
+    *ob = q8_0_row_sum(wb, acc_b, xb, nb);
 }
 
 #    if defined(__AVX512VBMI__)
@@ -303,7 +325,18 @@ void paired_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
             const int64_t   nb = g.K / QK;
             const PairedRow x  = paired_row(rows, nb);
             const BlockQ8 * xb = qx + batch * nb;
-            for_rows(g, batch, i0, i1, [&](const char * w, float * out) {
+            // two streams (Note [two streams], mul_mat_repack.cpp): rows i and i + half side by side
+            const int64_t half = (i1 - i0) / 2;
+            const char *  a0   = g.a_row(0, batch);
+            char *        d0   = g.dst_row(0, batch);
+            const size_t  a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+            for (int64_t i = i0; i < i0 + half; ++i) {
+                q8_0_two_rows(reinterpret_cast<const block_q8_0 *>(a0 + i * a_nb),
+                              reinterpret_cast<const block_q8_0 *>(a0 + (i + half) * a_nb), x, xb, nb,
+                              reinterpret_cast<float *>(d0 + i * d_nb0),
+                              reinterpret_cast<float *>(d0 + (i + half) * d_nb0));
+            }
+            for_rows(g, batch, i0 + 2 * half, i1, [&](const char * w, float * out) {
                 *out = q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(w), x, xb, nb);
             });
         }
