@@ -84,6 +84,18 @@ void for_claimed_rows(const ComputeParams & p, const Geometry & g, int64_t min_r
     }
 }
 
+// Note [two streams] (mul_mat_repack.cpp): items [i0, i1) read as two streams, item i beside item
+// i + half, pair(i, i + half) for each i of the first half; returns the first item left over (the
+// odd one, or i0 itself for a range of one), for the caller's one-at-a-time loop
+template <class Pair>
+int64_t two_streams(int64_t i0, int64_t i1, Pair && pair) {
+    const int64_t half = (i1 - i0) / 2;
+    for (int64_t i = i0; i < i0 + half; ++i) {
+        pair(i, i + half);
+    }
+    return i0 + 2 * half;
+}
+
 constexpr size_t ALIGN = 64;
 
 inline size_t align_up(size_t n) {

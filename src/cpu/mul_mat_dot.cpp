@@ -297,14 +297,12 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
     // i and row i + half of the range side by side; each row sums as it would alone (the
     // accumulators depend on the b rows only). Attention's short strided rows keep one stream.
     if (row_bytes >= 1024) {
-        const int64_t half = (i1 - i0) / 2;
-        for (int64_t i = i0; i < i0 + half; ++i) {
-            const void * rows[2] = { a0 + i * a_nb, a0 + (i + half) * a_nb };
+        i0 = two_streams(i0, i1, [&](int64_t i, int64_t j) {
+            const void * rows[2] = { a0 + i * a_nb, a0 + j * a_nb };
             dot_tile<L, 2, 1>(rows, x, g.K, (ahead > 2 ? ahead : 2) * stride, out);
-            *reinterpret_cast<float *>(d0 + i * d_nb0)          = out[0];
-            *reinterpret_cast<float *>(d0 + (i + half) * d_nb0) = out[RB];
-        }
-        i0 += 2 * half;
+            *reinterpret_cast<float *>(d0 + i * d_nb0) = out[0];
+            *reinterpret_cast<float *>(d0 + j * d_nb0) = out[RB];
+        });
     }
     for (int64_t i = i0; i < i1; ++i) {
         const void * row = a0 + i * a_nb;

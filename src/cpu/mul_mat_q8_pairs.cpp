@@ -326,17 +326,15 @@ void paired_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
             const PairedRow x  = paired_row(rows, nb);
             const BlockQ8 * xb = qx + batch * nb;
             // two streams (Note [two streams], mul_mat_repack.cpp): rows i and i + half side by side
-            const int64_t half = (i1 - i0) / 2;
             const char *  a0   = g.a_row(0, batch);
             char *        d0   = g.dst_row(0, batch);
             const size_t  a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
-            for (int64_t i = i0; i < i0 + half; ++i) {
+            const int64_t rest = two_streams(i0, i1, [&](int64_t i, int64_t j) {
                 q8_0_two_rows(reinterpret_cast<const block_q8_0 *>(a0 + i * a_nb),
-                              reinterpret_cast<const block_q8_0 *>(a0 + (i + half) * a_nb), x, xb, nb,
-                              reinterpret_cast<float *>(d0 + i * d_nb0),
-                              reinterpret_cast<float *>(d0 + (i + half) * d_nb0));
-            }
-            for_rows(g, batch, i0 + 2 * half, i1, [&](const char * w, float * out) {
+                              reinterpret_cast<const block_q8_0 *>(a0 + j * a_nb), x, xb, nb,
+                              reinterpret_cast<float *>(d0 + i * d_nb0), reinterpret_cast<float *>(d0 + j * d_nb0));
+            });
+            for_rows(g, batch, rest, i1, [&](const char * w, float * out) {
                 *out = q8_0_row_pairs(reinterpret_cast<const block_q8_0 *>(w), x, xb, nb);
             });
         }

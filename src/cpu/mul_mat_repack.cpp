@@ -426,18 +426,16 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
     float           out[RT * REPACK_ROWS];
 #if WSP_REPACK_SIMD
     if (g.M == 1) { // Note [two streams]
-        const int64_t   half = (g1 - g0) / 2;
-        const BlockQ8 * x    = qx + batch * nb;
-        for (int64_t i = 0; i < half; ++i) {
-            const int64_t ga = g0 + i, gb = g0 + half + i;
+        const BlockQ8 * x = qx + batch * nb;
+
+        g0 = two_streams(g0, g1, [&](int64_t ga, int64_t gb) {
             group_tile_two<T>(reinterpret_cast<const uint8_t *>(g.a_row(ga * REPACK_ROWS, batch)),
                               reinterpret_cast<const uint8_t *>(g.a_row(gb * REPACK_ROWS, batch)), x, nb, out, out + 8);
             for (int lane = 0; lane < REPACK_ROWS; ++lane) {
                 *g.dst_at(ga * REPACK_ROWS + lane, 0, batch) = out[lane];
                 *g.dst_at(gb * REPACK_ROWS + lane, 0, batch) = out[8 + lane];
             }
-        }
-        g0 += 2 * half;
+        });
     }
 #endif
     for (int64_t grp = g0; grp < g1; ++grp) {
