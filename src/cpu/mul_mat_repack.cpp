@@ -504,6 +504,10 @@ void groups_of(const Geometry & g, int64_t batch, int64_t g0, int64_t g1, const 
 #if WSP_REPACK_SIMD
     if (g.M == 1) { // Note [two streams]
         const BlockQ8 * x = qx + batch * nb;
+        if (g1 - g0 >= 2) { // Note [stream heads]
+            prefetch_heads(g.a_row(g0 * REPACK_ROWS, batch), g.a_row((g0 + (g1 - g0) / 2) * REPACK_ROWS, batch),
+                           PREFETCH_ONE);
+        }
 
         g0 = two_streams(g0, g1, [&](int64_t ga, int64_t gb) {
             group_tile_two<T>(reinterpret_cast<const uint8_t *>(g.a_row(ga * REPACK_ROWS, batch)),
