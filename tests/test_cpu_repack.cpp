@@ -1,14 +1,16 @@
 // The CPU device's extra buffer type CPU_REPACK (Note [Q4_0x8 repack]): offered through
-// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0, Q4_1, Q5_0 and Q5_1 weights
+// wsp_ggml_backend_dev_get_extra_bufts as whisper.cpp asks for it; Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 weights
 // read back bit for bit (whole, in part, at any offset, memset too) while stored in the 8-row layout; MUL_MAT on them
 // against the plain layout's result and a double reference at every M, broadcast batches included; supports_op as
 // whisper.cpp probes it (a weight in a zero-size buffer), and every other op reading a repacked weight refused.
 
 #include "ggml-backend.h"
 #include "test_util.h"
+#include "../src/cpu/mul_mat_path.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -28,7 +30,8 @@ wsp_ggml_backend_buffer_type_t repack_buft() {
 }
 
 // the types CPU_REPACK keeps in its layout
-const wsp_ggml_type REPACKED[] = { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 };
+const wsp_ggml_type REPACKED[] = { WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1,
+                                   WSP_GGML_TYPE_Q8_0 };
 
 // the bytes of random weights of type, and the values they decode to
 struct Weights {
@@ -153,7 +156,7 @@ void check_mul_mat(wsp_ggml_type type, int64_t K, int64_t N, int64_t M, int64_t 
     }
     // activations quantized to 8 bits: ~0.4% per element, NMSE ~1e-5
     EXPECT_LT(nmse(got, ref), 1e-4);
-    if (M < 48) {
+    if (M < wsp::cpu::mm::gemm_min_rows(type)) {
         // the plain layout takes the same 8-bit activations at these M: only the order of the
         // float sums differs
         EXPECT_LT(nmse(got, plain_got), 1e-11);
@@ -172,6 +175,56 @@ TEST(CpuRepack, MulMatAtEveryM) {
     }
 }
 
+// Blocks at the ends of their range against activations that quantize to +-127 everywhere: the
+// integer sums are at their largest (Q5's u = 31, Q8_0's 255 after its offset), where a 16-bit
+// partial sum of the AVX2 kernel without VNNI would wrap. Every value is exact in float: the
+// result must equal the reference to rounding.
+TEST(CpuRepack, ExtremeBlocksSumExactly) {
+    const int64_t K = 256, N = 16;
+    for (wsp_ggml_type type : REPACKED) {
+        for (uint8_t fill : { (uint8_t) 0xff, (uint8_t) 0x80, (uint8_t) 0x7f, (uint8_t) 0x00 }) {
+            SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " bytes " + std::to_string(fill));
+            const size_t         bs = wsp_ggml_type_size(type);
+            std::vector<uint8_t> bytes(wsp_ggml_row_size(type, K) * (size_t) N, fill);
+            for (size_t b = 0; b < bytes.size(); b += bs) {
+                const uint16_t one = 0x3c00; // d = 1 (and m = 1 for the types with a min)
+                std::memcpy(&bytes[b], &one, 2);
+                if (type == WSP_GGML_TYPE_Q4_1 || type == WSP_GGML_TYPE_Q5_1) {
+                    std::memcpy(&bytes[b + 2], &one, 2);
+                }
+            }
+            std::vector<float> values((size_t) (K * N));
+            wsp_ggml_get_type_traits(type)->to_float(bytes.data(), values.data(), K * N);
+            WeightCtx packed(repack_buft(), type, { K, N });
+            wsp_ggml_backend_tensor_set(packed.t, bytes.data(), 0, bytes.size());
+            for (float sign : { 1.0f, -1.0f }) {
+                const int64_t     M = 3;
+                Graph             g;
+                wsp_ggml_tensor * b   = g.input(WSP_GGML_TYPE_F32, { K, M });
+                wsp_ggml_tensor * out = wsp_ggml_mul_mat(g.ctx(), packed.t, b);
+                g.build(out, {});
+                std::vector<float> x((size_t) (K * M), sign);
+                for (int64_t k = 0; k < K; ++k) {
+                    x[(size_t) (K + k)] = k % 2 ? 1.0f : -1.0f; // b row 1: alternating signs
+                }
+                set_values(b, x);
+                ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+                const std::vector<float> got = get_values(out);
+                for (int64_t m = 0; m < M; ++m) {
+                    for (int64_t n = 0; n < N; ++n) {
+                        double ref = 0;
+                        for (int64_t k = 0; k < K; ++k) {
+                            ref += (double) values[(size_t) (n * K + k)] * x[(size_t) (m * K + k)];
+                        }
+                        EXPECT_NEAR(got[(size_t) (m * N + n)], ref, 1e-5 * (std::fabs(ref) + K))
+                            << "m " << m << " n " << n;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // Note [b row pairs] (mul_mat_repack.cpp): two b rows share each 512-bit instruction where there
 // is AVX-512, and every lane computes as the one-row tile does: each row of a batch of M comes out
 // bit for bit as that row alone
@@ -179,7 +232,8 @@ TEST(CpuRepack, RowsOfABatchEqualEachRowAloneBitForBit) {
     for (auto [type, K] : { std::pair{ WSP_GGML_TYPE_Q4_0, 64 }, std::pair{ WSP_GGML_TYPE_Q4_0, 1280 },
                             std::pair{ WSP_GGML_TYPE_Q4_1, 64 }, std::pair{ WSP_GGML_TYPE_Q4_1, 1280 },
                             std::pair{ WSP_GGML_TYPE_Q5_0, 64 }, std::pair{ WSP_GGML_TYPE_Q5_0, 1280 },
-                            std::pair{ WSP_GGML_TYPE_Q5_1, 64 }, std::pair{ WSP_GGML_TYPE_Q5_1, 1280 } }) {
+                            std::pair{ WSP_GGML_TYPE_Q5_1, 64 }, std::pair{ WSP_GGML_TYPE_Q5_1, 1280 },
+                            std::pair{ WSP_GGML_TYPE_Q8_0, 64 }, std::pair{ WSP_GGML_TYPE_Q8_0, 1280 } }) {
         const int64_t N = 24, M = 19; // pairs in tiles of 8 and 1, and an odd last row
         SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " K " + std::to_string(K));
         const Weights w = weights(type, K, N, 7);
@@ -222,7 +276,7 @@ TEST(CpuRepack, SupportsOpAsWhisperProbesIt) {
         // not whole groups of 8 rows: for the plain CPU buffer
         EXPECT_FALSE(probe(type, 12)) << wsp_ggml_type_name(type);
     }
-    EXPECT_FALSE(probe(WSP_GGML_TYPE_Q8_0, 384)); // only the 4- and 5-bit types are repacked
+    EXPECT_FALSE(probe(WSP_GGML_TYPE_F16, 384)); // only the quantized types are repacked
     wsp_ggml_free(ctx);
 
     // another op on a repacked weight: refused

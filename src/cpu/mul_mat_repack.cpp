@@ -3,10 +3,11 @@
 // block decodes once into 8 vectors of nibbles (lane = row, 4 columns per 32-bit lane) and serves
 // up to 8 b rows; per b row the 32 columns are 8 multiply-adds of those vectors with one 4-byte
 // broadcast of the activations each, then (s_x = d_x * sum(q), from phase 1)
-//   Q4_0, Q5_0, w = d_w * (u - o):    sum = d_w * (d_x * sum(u * q) - o * s_x)    (o = 8, 16)
+//   Q4_0, Q5_0, Q8_0, w = d_w * (u - o): sum = d_w * (d_x * sum(u * q) - o * s_x)  (o = 8, 16, 128)
 //   Q4_1, Q5_1, w = d_w * u + m_w:    sum = d_w * (d_x * sum(u * q)) + m_w * s_x
 // for the group's 8 rows in one vector; the Q5 types add 16 to u where the fifth bit is set, one
-// masked add per nibble vector. The kernels are templates on the type.
+// masked add per nibble vector. Q8_0's 8 vectors are its stored bytes (Note [Q8_0x8], repack.h).
+// The kernels are templates on the type.
 
 #include "mul_mat_dot.h"
 #include "q8_act.h"
@@ -37,7 +38,10 @@ constexpr bool MIN = LAYOUT<T>.m >= 0; // w = d * u + m
 template <wsp_ggml_type T>
 constexpr bool FIFTH = LAYOUT<T>.qh >= 0; // u has a fifth bit
 template <wsp_ggml_type T>
+constexpr bool BYTES = T == WSP_GGML_TYPE_Q8_0; // 8-bit u, not nibbles: chunk t is lo[t], chunk 4 + t hi[t]
+template <wsp_ggml_type T>
 constexpr float OFFSET = MIN<T>     ? 0.0f
+                         : BYTES<T> ? 128.0f
                          : FIFTH<T> ? 16.0f
                                     : 8.0f; // w = d * (u - o)
 // bytes ahead of the block being read, each of its cache lines asked for: at M = 1 / 4 / 16
@@ -61,6 +65,7 @@ inline __m256i bcast4(const int8_t * q) {
 }
 
 // per lane (row): sum over the block's 32 columns of u * q
+template <wsp_ggml_type T>
 inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * q) {
 #    if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     // two chains of 4 (a chain of 8 would wait on the multiply-add's latency)
@@ -78,19 +83,36 @@ inline __m256i block_dot(const __m256i * lo, const __m256i * hi, const int8_t * 
     }
     return _mm256_add_epi32(s0, s1);
 #    else
-    // u <= 15, |q| <= 127: a pair sum is at most 3810 in size, 8 of them 30480, within int16
-    __m256i p = _mm256_setzero_si256();
-    for (int t = 0; t < 4; ++t) {
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[t], bcast4(q + 4 * t)));
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[t], bcast4(q + 16 + 4 * t)));
+    if constexpr (BYTES<T>) {
+        // u up to 255 would overflow maddubs's pair sums: sum(w * q) with w = u - 128 as |w| times
+        // q with w's sign (pairs within 2 * 128 * 127), widened per chunk, then 128 * sum(q) back
+        __m256i s = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) {
+            const __m256i w = _mm256_xor_si256(t < 4 ? lo[t] : hi[t - 4], _mm256_set1_epi8((char) 0x80));
+            const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(bcast4(q + 4 * t), w));
+            s               = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+        int32_t sum_q = 0;
+        for (int j = 0; j < 32; ++j) {
+            sum_q += q[j];
+        }
+        return _mm256_add_epi32(s, _mm256_set1_epi32(128 * sum_q));
     }
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    // u <= 31 (the Q5 types), |q| <= 127: a pair sum is at most 7874 in size, 4 of them 31496,
+    // within int16; 8 of them are not, so the lo and hi sums widen apart
+    __m256i pl = _mm256_setzero_si256(), ph = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+        pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(lo[t], bcast4(q + 4 * t)));
+        ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(hi[t], bcast4(q + 16 + 4 * t)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_set1_epi16(1)), _mm256_madd_epi16(ph, _mm256_set1_epi16(1)));
 #    endif
 }
 #endif
 
 #if WSP_REPACK_SIMD
-// the cache lines of a group block (three, or up to four from 160 bytes), AHEAD bytes ahead
+// the cache lines of a group block (three, up to four from 160 bytes, six for Q8_0's 272), AHEAD
+// bytes ahead
 // (Note [weight prefetch], mul_mat_dot.cpp)
 template <wsp_ggml_type T, int AHEAD = PREFETCH>
 inline void prefetch_block(const uint8_t * blk) {
@@ -99,6 +121,10 @@ inline void prefetch_block(const uint8_t * blk) {
     _mm_prefetch(p, H);
     _mm_prefetch(p + 64, H);
     _mm_prefetch(p + 128, H);
+    if constexpr (BYTES<T>) {
+        _mm_prefetch(p + 192, H);
+        _mm_prefetch(p + 256, H);
+    }
     if constexpr (GROUP_BLOCK < T >> 144) {
         _mm_prefetch(p + GROUP_BLOCK<T> - 1, H);
     }
@@ -129,8 +155,13 @@ inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi, __m256 * m
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int t = 0; t < 4; ++t) {
         const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + LAYOUT<T>.qs + 32 * t));
-        lo[t]           = _mm256_and_si256(c, m4);
-        hi[t]           = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+        if constexpr (BYTES<T>) {
+            lo[t] = c;
+            hi[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + LAYOUT<T>.qs + 128 + 32 * t));
+            continue;
+        }
+        lo[t] = _mm256_and_si256(c, m4);
+        hi[t] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
         if constexpr (FIFTH<T>) {
             lo[t] = add_fifth<T>(lo[t], blk, t);
             hi[t] = add_fifth<T>(hi[t], blk, 4 + t);
@@ -145,7 +176,7 @@ inline __m256 decode(const uint8_t * blk, __m256i * lo, __m256i * hi, __m256 * m
 // acc += the block's contribution for one b row (the sums at the top of the file)
 template <wsp_ggml_type T>
 inline __m256 accumulate(__m256 acc, __m256 dw, __m256 mw, const __m256i * lo, const __m256i * hi, const BlockQ8 & xb) {
-    const __m256 s = _mm256_cvtepi32_ps(block_dot(lo, hi, xb.qs));
+    const __m256 s = _mm256_cvtepi32_ps(block_dot<T>(lo, hi, xb.qs));
     if constexpr (MIN<T>) {
         acc = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(xb.d)), dw, acc);
         return _mm256_fmadd_ps(mw, _mm256_set1_ps(xb.s), acc);
@@ -198,8 +229,12 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
                     for (int i = 0; i < 4; ++i) {
                         const int     j  = 4 * lane + i;
                         const uint8_t c  = grp[L.qs + 32 * t + j];
-                        const int     ul = (c & 0x0f) | (int) (masks[t] >> j & 1u) << 4;
-                        const int     uh = (c >> 4) | (int) (masks[4 + t] >> j & 1u) << 4;
+                        int           ul = (c & 0x0f) | (int) (masks[t] >> j & 1u) << 4;
+                        int           uh = (c >> 4) | (int) (masks[4 + t] >> j & 1u) << 4;
+                        if (BYTES<T>) {
+                            ul = c;
+                            uh = grp[L.qs + 128 + 32 * t + j];
+                        }
                         sum += ul * xb.qs[4 * t + i] + uh * xb.qs[16 + 4 * t + i];
                     }
                 }
@@ -274,6 +309,10 @@ __attribute__((noinline)) void group_tile_two(const uint8_t * ga, const uint8_t 
             const __m512i c  = two_chunks(ga, gb, LAYOUT<T>.qs + 32 * t);
             __m512i       lo = _mm512_and_si512(c, m4);
             __m512i       hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            if constexpr (BYTES<T>) {
+                lo = c;
+                hi = two_chunks(ga, gb, LAYOUT<T>.qs + 128 + 32 * t);
+            }
             if constexpr (FIFTH<T>) {
                 lo = add_fifth_two<T>(lo, ga, gb, t);
                 hi = add_fifth_two<T>(hi, ga, gb, 4 + t);
@@ -379,10 +418,18 @@ void pair_tile(const uint8_t * grp, const PairQ8 * const * x, int64_t nb, float 
     for (int64_t b = 0; b < nb; ++b, grp += GROUP_BLOCK<T>) {
         prefetch_block<T>(grp);
         __m512i lo[4], hi[4];
+        // chunk t of the group block, each 32-bit lane doubled
+        auto doubled = [&](int t) {
+            return _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
+                                                     reinterpret_cast<const __m256i *>(grp + LAYOUT<T>.qs + 32 * t))));
+        };
         for (int t = 0; t < 4; ++t) {
-            const __m512i c =
-                _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
-                                                  reinterpret_cast<const __m256i *>(grp + LAYOUT<T>.qs + 32 * t))));
+            const __m512i c = doubled(t);
+            if constexpr (BYTES<T>) {
+                lo[t] = c;
+                hi[t] = doubled(4 + t);
+                continue;
+            }
             lo[t] = _mm512_and_si512(c, m4);
             hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
             if constexpr (FIFTH<T>) {
@@ -572,6 +619,7 @@ void repack_compute(const ComputeParams & p, const Geometry & g) {
         case WSP_GGML_TYPE_Q4_1: compute_as<WSP_GGML_TYPE_Q4_1>(p, g); return;
         case WSP_GGML_TYPE_Q5_0: compute_as<WSP_GGML_TYPE_Q5_0>(p, g); return;
         case WSP_GGML_TYPE_Q5_1: compute_as<WSP_GGML_TYPE_Q5_1>(p, g); return;
+        case WSP_GGML_TYPE_Q8_0: compute_as<WSP_GGML_TYPE_Q8_0>(p, g); return;
         default: compute_as<WSP_GGML_TYPE_Q4_0>(p, g); return; // fits_repack takes no other type
     }
 }

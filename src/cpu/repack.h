@@ -1,7 +1,7 @@
 #pragma once
 
-// Note [Q4_0x8 repack]: the CPU device's extra buffer type "CPU_REPACK" keeps Q4_0, Q4_1, Q5_0
-// and Q5_1 weights with rows in groups of 8, so one vector lane holds one weight row and a mat-mul
+// Note [Q4_0x8 repack]: the CPU device's extra buffer type "CPU_REPACK" keeps Q4_0, Q4_1, Q5_0,
+// Q5_1 and Q8_0 weights with rows in groups of 8, so one vector lane holds one weight row and a mat-mul
 // step works on 8 rows at once: 8 scales convert in one instruction, and each activation load is
 // shared by 8 rows. Per group and block of 32 columns (exactly the 8 rows' plain bytes: 144, 160,
 // 176 and 192), at the offsets of repack_layout:
@@ -12,6 +12,20 @@
 //        that of element 16 + 4t + i
 //   qs   4 chunks of 32 bytes; byte 4r + i of chunk t is the plain qs[4t + i] of row r
 //        (low nibble: element 4t + i, high nibble: element 16 + 4t + i)
+//        Q8_0: 8 chunks; byte 4r + i of chunk t is row r's element 4t + i plus 128 (Note [Q8_0x8])
+// Note [Q8_0x8]: Q8_0 joined for the one-row kernel: on plain rows (Note [Q8_0 pairs]) each pair
+// of blocks costs two 256-bit loads (one of them split across cache lines), two scalar scale
+// broadcasts and a merge of the halves, about 20 instructions per 68 bytes, so two threads read at
+// most ~75 GB/s even from L3, the bandwidth of this machine's fast moments. In this layout a
+// group block is 8 loads and 8 multiply-adds with one activation broadcast each, and one scale
+// conversion for 8 rows. The bytes are stored as unsigned u = w + 128 (dpbusd multiplies unsigned
+// by signed), so the sum takes the offset form of Q4_0 with o = 128. Measured against the plain
+// layout (WSP_GGML_CPU_REPACK=0, interleaved, GFLOP/s): one thread, weights in L2, M = 1:
+// 5120 x 256 75 -> 117, 1280 x 1024 103 -> 119; two threads from DRAM (a 43 GB/s moment), both
+// whisper shapes: M = 1 the same (memory-bound), M = 2 137 -> 162-174, 4 175 -> 305, 8 200 -> 510-560,
+// 16 190-210 -> 810-890; M = 32-1500 (the plain layout's F32 GEMM from 32 rows) 145-360 -> 550-930.
+// From 32 rows the activations are thus quantized to 8 bits, as upstream ggml does for Q8_0 at
+// every M (Note [numerics by M] holds: the weight's buffer and M decide, never N or the threads).
 // Each group occupies the same bytes as its 8 plain rows: sizes and offsets are those of the plain
 // tensor. Tensors of the buffer that do not fit the layout (see fits_repack) are stored plain.
 // set/get_tensor and memset convert, so the bytes seen from outside are always the plain ones; the
@@ -32,7 +46,7 @@ constexpr int64_t REPACK_ROWS = 8;
 // the buffer type (its device is the CPU device)
 wsp_ggml_backend_buffer_type_t repack_buffer_type();
 
-// a Q4_0, Q4_1, Q5_0 or Q5_1 tensor of whole row groups, stored contiguous, not a view
+// a Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 tensor of whole row groups, stored contiguous, not a view
 bool fits_repack(const wsp_ggml_tensor * t);
 // t's bytes are in the 8-row layout (t, or the tensor it views, lives in a CPU_REPACK buffer)
 bool stored_repacked(const wsp_ggml_tensor * t);
@@ -53,6 +67,7 @@ constexpr RepackLayout repack_layout(wsp_ggml_type type) {
         case WSP_GGML_TYPE_Q4_1: return { 160, 16, -1, 32 };
         case WSP_GGML_TYPE_Q5_0: return { 176, -1, 16, 48 };
         case WSP_GGML_TYPE_Q5_1: return { 192, 16, 32, 64 };
+        case WSP_GGML_TYPE_Q8_0: return { 272, -1, -1, 16 };
         default: return { 144, -1, -1, 16 }; // Q4_0
     }
 }

@@ -1,5 +1,5 @@
 // The CPU_REPACK buffer type (Note [Q4_0x8 repack], repack.h): host allocations whose Q4_0, Q4_1,
-// Q5_0 and Q5_1 tensors are converted to the 8-row layout on the way in and back on the way out.
+// Q5_0, Q5_1 and Q8_0 tensors are converted to the 8-row layout on the way in and back on the way out.
 
 #include "repack.h"
 
@@ -20,6 +20,7 @@ static_assert(repack_layout(WSP_GGML_TYPE_Q4_0).block == REPACK_ROWS * sizeof(bl
 static_assert(repack_layout(WSP_GGML_TYPE_Q4_1).block == REPACK_ROWS * sizeof(block_q4_1), "a group's plain bytes");
 static_assert(repack_layout(WSP_GGML_TYPE_Q5_0).block == REPACK_ROWS * sizeof(block_q5_0), "a group's plain bytes");
 static_assert(repack_layout(WSP_GGML_TYPE_Q5_1).block == REPACK_ROWS * sizeof(block_q5_1), "a group's plain bytes");
+static_assert(repack_layout(WSP_GGML_TYPE_Q8_0).block == REPACK_ROWS * sizeof(block_q8_0), "a group's plain bytes");
 
 size_t group_bytes(const wsp_ggml_tensor * t) {
     return (size_t) REPACK_ROWS * t->nb[1];
@@ -165,7 +166,7 @@ wsp_ggml_backend_buffer_type_t repack_buffer_type() {
 
 bool fits_repack(const wsp_ggml_tensor * t) {
     const bool type = t->type == WSP_GGML_TYPE_Q4_0 || t->type == WSP_GGML_TYPE_Q4_1 || t->type == WSP_GGML_TYPE_Q5_0 ||
-                      t->type == WSP_GGML_TYPE_Q5_1;
+                      t->type == WSP_GGML_TYPE_Q5_1 || t->type == WSP_GGML_TYPE_Q8_0;
     return type && t->ne[0] % QK4_0 == 0 && t->ne[1] % REPACK_ROWS == 0 && wsp_ggml_is_contiguous(t);
 }
 
@@ -189,7 +190,7 @@ bool repack_allows(const wsp_ggml_tensor * node) {
 }
 
 // A plain block of bb bytes: d at 0, m at 2 (Q4_1, Q5_1), the fifth bits as a little-endian
-// uint32 just before qs (Q5), qs in the last 16 bytes.
+// uint32 just before qs (Q5), qs in the last 16 bytes (Q8_0: 32, each stored plus 128).
 void pack_x8(wsp_ggml_type type, const void * plain, void * packed, int64_t groups, int64_t blocks_per_row) {
     const RepackLayout L   = repack_layout(type);
     const size_t       bb  = L.block / REPACK_ROWS;
@@ -204,7 +205,14 @@ void pack_x8(wsp_ggml_type type, const void * plain, void * packed, int64_t grou
                 if (L.m >= 0) {
                     std::memcpy(out + L.m + 2 * r, blk + 2, 2);
                 }
-                for (int t = 0; t < 4; ++t) {
+                if (type == WSP_GGML_TYPE_Q8_0) {
+                    for (int t = 0; t < 8; ++t) {
+                        for (int i = 0; i < 4; ++i) {
+                            out[L.qs + 32 * t + 4 * r + i] = (uint8_t) (blk[bb - 32 + 4 * t + i] ^ 0x80);
+                        }
+                    }
+                }
+                for (int t = 0; t < 4 && type != WSP_GGML_TYPE_Q8_0; ++t) {
                     std::memcpy(out + L.qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
                 }
                 if (L.qh >= 0) {
@@ -242,7 +250,14 @@ void unpack_x8(wsp_ggml_type type, const void * packed, void * plain, int64_t gr
                 if (L.m >= 0) {
                     std::memcpy(blk + 2, in + L.m + 2 * r, 2);
                 }
-                for (int t = 0; t < 4; ++t) {
+                if (type == WSP_GGML_TYPE_Q8_0) {
+                    for (int t = 0; t < 8; ++t) {
+                        for (int i = 0; i < 4; ++i) {
+                            blk[bb - 32 + 4 * t + i] = (uint8_t) (in[L.qs + 32 * t + 4 * r + i] ^ 0x80);
+                        }
+                    }
+                }
+                for (int t = 0; t < 4 && type != WSP_GGML_TYPE_Q8_0; ++t) {
                     std::memcpy(blk + bb - 16 + 4 * t, in + L.qs + 32 * t + 4 * r, 4);
                 }
                 if (L.qh >= 0) {
