@@ -27,7 +27,9 @@ using namespace q8;
 // dot product starts from a per-lane correction -128 * (the lane's four activation bytes), so
 // each 32-bit lane holds exactly the integer the 256-bit kernel's lane holds; the scales
 // d_w * d_x are formed per lane with the same single multiply. Low half = even block, high half
-// = odd block, as that kernel's two accumulators: the result is bit for bit the same.
+// = odd block, as that kernel's two accumulators: the result is bit for bit the same. Weights in
+// CPU_REPACK (as whisper.cpp places them) take the 8-row layout instead (Note [Q8_0x8], repack.h);
+// these kernels serve Q8_0 in plain buffers (the CPU buffer, split slices).
 struct PairedRow {
     const int8_t *  q;    // K activation bytes, contiguous
     const int32_t * corr; // 8 per block: -o * (the lane's four bytes), for weights u - o
