@@ -229,12 +229,9 @@ void group_tile(const uint8_t * grp, const BlockQ8 * const * x, int64_t nb, floa
                     for (int i = 0; i < 4; ++i) {
                         const int     j  = 4 * lane + i;
                         const uint8_t c  = grp[L.qs + 32 * t + j];
-                        int           ul = (c & 0x0f) | (int) (masks[t] >> j & 1u) << 4;
-                        int           uh = (c >> 4) | (int) (masks[4 + t] >> j & 1u) << 4;
-                        if (BYTES<T>) {
-                            ul = c;
-                            uh = grp[L.qs + 128 + 32 * t + j];
-                        }
+                        const int     ul = BYTES<T> ? c : (c & 0x0f) | (int) (masks[t] >> j & 1u) << 4;
+                        const int     uh =
+                            BYTES<T> ? grp[L.qs + 128 + 32 * t + j] : (c >> 4) | (int) (masks[4 + t] >> j & 1u) << 4;
                         sum += ul * xb.qs[4 * t + i] + uh * xb.qs[16 + 4 * t + i];
                     }
                 }
@@ -306,12 +303,14 @@ __attribute__((noinline)) void group_tile_two(const uint8_t * ga, const uint8_t 
         const int8_t * q  = x[b].qs;
         __m512i        s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         for (int t = 0; t < 4; ++t) {
-            const __m512i c  = two_chunks(ga, gb, LAYOUT<T>.qs + 32 * t);
-            __m512i       lo = _mm512_and_si512(c, m4);
-            __m512i       hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            const __m512i c = two_chunks(ga, gb, LAYOUT<T>.qs + 32 * t);
+            __m512i       lo, hi;
             if constexpr (BYTES<T>) {
                 lo = c;
                 hi = two_chunks(ga, gb, LAYOUT<T>.qs + 128 + 32 * t);
+            } else {
+                lo = _mm512_and_si512(c, m4);
+                hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
             }
             if constexpr (FIFTH<T>) {
                 lo = add_fifth_two<T>(lo, ga, gb, t);

@@ -211,9 +211,10 @@ void pack_x8(wsp_ggml_type type, const void * plain, void * packed, int64_t grou
                             out[L.qs + 32 * t + 4 * r + i] = (uint8_t) (blk[bb - 32 + 4 * t + i] ^ 0x80);
                         }
                     }
-                }
-                for (int t = 0; t < 4 && type != WSP_GGML_TYPE_Q8_0; ++t) {
-                    std::memcpy(out + L.qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
+                } else {
+                    for (int t = 0; t < 4; ++t) {
+                        std::memcpy(out + L.qs + 32 * t + 4 * r, blk + bb - 16 + 4 * t, 4);
+                    }
                 }
                 if (L.qh >= 0) {
                     uint32_t qh;
@@ -256,9 +257,10 @@ void unpack_x8(wsp_ggml_type type, const void * packed, void * plain, int64_t gr
                             blk[bb - 32 + 4 * t + i] = (uint8_t) (in[L.qs + 32 * t + 4 * r + i] ^ 0x80);
                         }
                     }
-                }
-                for (int t = 0; t < 4 && type != WSP_GGML_TYPE_Q8_0; ++t) {
-                    std::memcpy(blk + bb - 16 + 4 * t, in + L.qs + 32 * t + 4 * r, 4);
+                } else {
+                    for (int t = 0; t < 4; ++t) {
+                        std::memcpy(blk + bb - 16 + 4 * t, in + L.qs + 32 * t + 4 * r, 4);
+                    }
                 }
                 if (L.qh >= 0) {
                     uint32_t qh = 0;
