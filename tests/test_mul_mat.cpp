@@ -381,6 +381,32 @@ TEST(MulMat, RowSliceKeepsNumerics) {
     }
 }
 
+// Note [heads in one row] (mul_mat_dot.cpp): attention's K as a view whose heads lie within one row of
+// the cache is read row-major over all heads; each output must be exactly what the same weight made
+// contiguous (read head after head) gives, and within the float bound of the reference
+TEST(MulMat, HeadsInOneRowEqualHeadAfterHeadBitForBit) {
+    for (wsp_ggml_type a_type : float_types()) {
+        for (int64_t K : { (int64_t) 64, (int64_t) 67, (int64_t) 600 }) { // whisper's head, a tail, two streams
+            const Case c = { a_type, WSP_GGML_TYPE_F32, K, 150, 1, 6, 1, 6, 1, ALayout::permuted };
+            run_case(c, seed_of(c));
+            SCOPED_TRACE(case_str(c));
+            Graph             g;
+            wsp_ggml_tensor * a    = make_a(g, c);
+            wsp_ggml_tensor * cont = wsp_ggml_cont(g.ctx(), a);
+            wsp_ggml_tensor * b    = g.input(WSP_GGML_TYPE_F32, { K, 1, 6 });
+            wsp_ggml_tensor * rows = wsp_ggml_mul_mat(g.ctx(), a, b);
+            wsp_ggml_tensor * head = wsp_ggml_mul_mat(g.ctx(), cont, b);
+            g.build(rows, { head });
+            set_values(a, random_values((size_t) wsp_ggml_nelements(a), 41));
+            set_values(b, random_values((size_t) (K * 6), 42));
+            ASSERT_EQ(g.run(2), WSP_GGML_STATUS_SUCCESS);
+            const std::vector<float> r = get_values(rows), h = get_values(head);
+            ASSERT_EQ(r.size(), (size_t) (150 * 6));
+            EXPECT_EQ(std::memcmp(r.data(), h.data(), r.size() * sizeof(float)), 0);
+        }
+    }
+}
+
 // Note [Q8_0 pairs] (mul_mat_q8_pairs.cpp): one b row takes the paired AVX-512 kernel where there is
 // one, which must give exactly what the general tile gives that row in a batch of two
 TEST(MulMat, OneRowQ8_0EqualsTheTileBitForBit) {

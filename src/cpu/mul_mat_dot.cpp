@@ -319,6 +319,43 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
     }
 }
 
+// Note [heads in one row]: whisper's cross attention reads K as a view [64, 1500, heads] of the cache
+// [768, 1500]: row i of head h is the h-th 128 bytes of cache row i, so head after head (batch
+// after batch) sweeps the cache once per head, 128 bytes of every 1.5 KiB. When a's batches lie
+// within one row (nb[2] * ne[2] <= nb[1]) and b holds one row per batch, each task takes cache
+// rows instead and dots every head of a row before the next: one sequential stream. Each output
+// is the same dot as batch-major order computes (accumulators_per_output).
+bool heads_in_one_row(const Geometry & g) {
+    const wsp_ggml_tensor * a = g.a;
+    return g.M == 1 && g.n_batch > 1 && g.ne13 == 1 && g.r2 == 1 && a->ne[3] == 1 && a->nb[2] < a->nb[1] &&
+           a->nb[2] * a->ne[2] <= a->nb[1];
+}
+
+// rows [i0, i1) of every batch, row-major (Note [heads in one row])
+template <class L>
+void stream_heads(const Geometry & g, int64_t i0, int64_t i1, const float * xs) {
+    const char *  a0 = static_cast<const char *>(g.a->data);
+    char *        d0 = static_cast<char *>(g.dst->data);
+    const size_t  a_nb1 = g.a->nb[1], a_nb2 = g.a->nb[2], d_nb0 = g.dst->nb[0], d_nb2 = g.dst->nb[2];
+    const int64_t ahead = PREFETCH_BYTES / (int64_t) sizeof(typename L::T);
+    float         out[RB];
+    for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t h = 0; h < g.n_batch; ++h) {
+            const void * row = a0 + i * a_nb1 + h * a_nb2;
+            dot_tile<L, 1, 1>(&row, xs + h * g.K, g.K, ahead, out);
+            *reinterpret_cast<float *>(d0 + h * d_nb2 + i * d_nb0) = out[0];
+        }
+    }
+}
+
+void stream_heads(const Geometry & g, int64_t i0, int64_t i1, const float * xs) {
+    switch (g.a->type) {
+        case WSP_GGML_TYPE_F16: stream_heads<LoadF16>(g, i0, i1, xs); break;
+        case WSP_GGML_TYPE_BF16: stream_heads<LoadBF16>(g, i0, i1, xs); break;
+        default: stream_heads<LoadF32>(g, i0, i1, xs); break;
+    }
+}
+
 // b as contiguous F32 rows, batch after batch: then phase 1 has nothing to do
 bool b_is_packed_f32(const Geometry & g) {
     return g.b->type == WSP_GGML_TYPE_F32 && wsp_ggml_is_contiguous(g.b);
@@ -359,6 +396,13 @@ void dot_float_compute(const ComputeParams & p, const Geometry & g) {
 
     // phase 2: guided ranges of the weight rows of all batches, one batch after another
     const bool stream = g.M == 1 && reads_in_place(g);
+    if (stream && heads_in_one_row(g)) {
+        int64_t begin, end;
+        while (p.claim(g.N, dot_rows_per_item(g, p.nth), begin, end)) {
+            stream_heads(g, begin, end, xs);
+        }
+        return;
+    }
     for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
         if (stream) {
             stream_rows(g, batch, i0, i1, xs + batch * g.K);
