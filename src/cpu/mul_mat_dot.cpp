@@ -334,8 +334,8 @@ bool heads_in_one_row(const Geometry & g) {
 // rows [i0, i1) of every batch, row-major (Note [heads in one row])
 template <class L>
 void stream_heads(const Geometry & g, int64_t i0, int64_t i1, const float * xs) {
-    const char *  a0 = static_cast<const char *>(g.a->data);
-    char *        d0 = static_cast<char *>(g.dst->data);
+    const char *  a0    = static_cast<const char *>(g.a->data);
+    char *        d0    = static_cast<char *>(g.dst->data);
     const size_t  a_nb1 = g.a->nb[1], a_nb2 = g.a->nb[2], d_nb0 = g.dst->nb[0], d_nb2 = g.dst->nb[2];
     const int64_t ahead = PREFETCH_BYTES / (int64_t) sizeof(typename L::T);
     float         out[RB];
