@@ -386,7 +386,8 @@ TEST(MulMat, RowSliceKeepsNumerics) {
 // contiguous (read head after head) gives, and within the float bound of the reference
 TEST(MulMat, HeadsInOneRowEqualHeadAfterHeadBitForBit) {
     for (wsp_ggml_type a_type : float_types()) {
-        for (int64_t K : { (int64_t) 64, (int64_t) 67, (int64_t) 600 }) { // whisper's head, a tail, two streams
+        for (int64_t K : { (int64_t) 64, (int64_t) 67,
+                           (int64_t) 600 }) { // whisper's head; a tail; rows the contiguous side reads as two streams
             const Case c = { a_type, WSP_GGML_TYPE_F32, K, 150, 1, 6, 1, 6, 1, ALayout::permuted };
             run_case(c, seed_of(c));
             SCOPED_TRACE(case_str(c));

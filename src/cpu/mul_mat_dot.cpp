@@ -327,8 +327,7 @@ void stream_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, cons
 // is the same dot as batch-major order computes (accumulators_per_output).
 bool heads_in_one_row(const Geometry & g) {
     const wsp_ggml_tensor * a = g.a;
-    return g.M == 1 && g.n_batch > 1 && g.ne13 == 1 && g.r2 == 1 && a->ne[3] == 1 && a->nb[2] < a->nb[1] &&
-           a->nb[2] * a->ne[2] <= a->nb[1];
+    return g.M == 1 && g.n_batch > 1 && g.ne13 == 1 && g.r2 == 1 && a->ne[3] == 1 && a->nb[2] * a->ne[2] <= a->nb[1];
 }
 
 // rows [i0, i1) of every batch, row-major (Note [heads in one row])
