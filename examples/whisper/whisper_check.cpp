@@ -9,6 +9,7 @@
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
+#include "ggml-counters.h"
 #include "ggml-sim.h"
 #include "whisper.h"
 
@@ -29,18 +30,21 @@ struct Options {
     std::string model;
     std::string wav;
     std::string expect_device;
-    bool        flash     = false;
-    int         threads   = 2;
-    int         tokens    = 10;
-    double      nmse_max  = 1e-6;
-    bool        verbose   = false;
-    bool        expect_tp = false; // every encoder, cross and decoder graph tensor-parallel
+    bool        flash         = false;
+    int         threads       = 2;
+    int         tokens        = 10;
+    double      nmse_max      = 1e-6;
+    bool        verbose       = false;
+    bool        expect_tp     = false; // every encoder, cross and decoder graph tensor-parallel
+    bool        expect_steady = false; // Note [steady step]: the device's counters of a steady step
+    int         batch         = 5;     // tokens of the batched decode steps
 };
 
 void usage() {
     std::fprintf(stderr,
                  "usage: whisper_check --model M --wav W [--flash] [--expect-device NAME] [--threads N] [--tokens N]\n"
-                 "                     [--nmse-max X] [--expect-tensor-parallel] [--verbose]\n"
+                 "                     [--nmse-max X] [--expect-tensor-parallel] [--expect-steady] [--batch N]\n"
+                 "                     [--verbose]\n"
                  "  --model M             whisper.cpp model file (ggml format)\n"
                  "  --wav W               16-bit PCM WAV, any rate, mono or stereo\n"
                  "  --flash               flash attention in every context\n"
@@ -50,6 +54,9 @@ void usage() {
                  "  --nmse-max X          per-step logits NMSE threshold (1e-6)\n"
                  "  --expect-tensor-parallel  fail unless the all-GPU device ran the encoder, cross and every\n"
                  "                        decoder graph tensor-parallel (none fell back to the row split)\n"
+                 "  --expect-steady       fail unless the device's counters show steady steps after the warm-up\n"
+                 "                        (Note [steady step] in whisper_check.cpp)\n"
+                 "  --batch N             tokens of each batched decode step (5)\n"
                  "  --verbose             whisper.cpp's and ggml's info log\n");
 }
 
@@ -73,6 +80,12 @@ bool parse_args(int argc, char ** argv, Options & o) {
             o.verbose = true;
         } else if (a == "--expect-tensor-parallel") {
             o.expect_tp = true;
+        } else if (a == "--expect-steady") {
+            o.expect_steady = true;
+        } else if (a == "--batch" && has_next) {
+            if (!parse_int(argv[++i], 1, o.batch)) {
+                return false;
+            }
         } else if (a == "--model" && has_next) {
             o.model = argv[++i];
         } else if (a == "--wav" && has_next) {
@@ -160,11 +173,105 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 struct RunResult {
     std::vector<std::vector<float>> logits;
     std::vector<whisper_token>      tokens;
+    int                             batch = 5; // tokens of a batched step
     std::string                     text;
     std::string                     gpu_backend; // what whisper.cpp said it initialised, "" for none
     int                             n_audio_ctx = 0;
     size_t tp_encode_graphs = 0, tp_decode_graphs = 0, steps = 0; // graphs the all-GPU device ran tensor-parallel
+    // what the device was asked to do (Note [steady step]): the repeated encode, each decode step of
+    // one token, each batched step
+    wsp_ggml_backend_counters              encode{};
+    std::vector<wsp_ggml_backend_counters> decode, batched;
 };
+
+// Note [steady step]: after a warm-up, a step that repeats (the same graph with other numbers)
+// should be one replayed device graph: no kernel launched one by one, no allocation, and no host
+// wait but the client's own (whisper.cpp synchronizes at the end of each compute and reads the
+// logits: 2 per decode step; an encode is 3 computes, conv, encoder and cross). A device graph
+// may be captured again when a node changes (the KV cache grows a cell per step without flash
+// attention), as long as the step runs from it. --expect-steady fails the run unless every step
+// keeps the waits and allocations, and at least 90% of the steps ran from a device graph.
+constexpr uint64_t STEADY_DECODE_SYNCS = 2;
+constexpr uint64_t STEADY_ENCODE_SYNCS = 3;
+
+wsp_ggml_backend_counters read_counters(wsp_ggml_backend_dev_t dev) {
+    wsp_ggml_backend_counters c{};
+    wsp_ggml_backend_dev_get_counters(dev, &c);
+    return c;
+}
+
+// b - a
+wsp_ggml_backend_counters since(const wsp_ggml_backend_counters & a, const wsp_ggml_backend_counters & b) {
+    return { b.graph_computes - a.graph_computes, b.kernel_launches - a.kernel_launches,
+             b.graph_captures - a.graph_captures, b.graph_replays - a.graph_replays,
+             b.host_syncs - a.host_syncs,         b.device_allocs - a.device_allocs,
+             b.plans_built - a.plans_built };
+}
+
+// a step that ran from device graphs alone
+bool replayed(const wsp_ggml_backend_counters & c) {
+    return c.graph_replays >= 1 && c.kernel_launches == 0;
+}
+
+// "graph_computes 1-1 kernel_launches 0-0 ..." over the steps: the lowest and highest of each
+std::string counter_ranges(const std::vector<wsp_ggml_backend_counters> & steps) {
+    const char * names[] = { "graph_computes", "kernel_launches", "graph_captures", "graph_replays",
+                             "host_syncs",     "device_allocs",   "plans_built" };
+    std::string  out;
+    for (size_t f = 0; f < 7; ++f) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (const wsp_ggml_backend_counters & c : steps) {
+            const uint64_t v = (&c.graph_computes)[f];
+            lo               = std::min(lo, v);
+            hi               = std::max(hi, v);
+        }
+        out += (f ? " " : "") + std::string(names[f]) + " " + std::to_string(steps.empty() ? 0 : lo) +
+               (lo == hi ? "" : "-" + std::to_string(hi));
+    }
+    return out;
+}
+
+void print_counters(const char * device, const RunResult & r) {
+    std::printf("counters %s, encode: %s\n", device, counter_ranges({ r.encode }).c_str());
+    for (const auto * steps : { &r.decode, &r.batched }) {
+        const size_t n = (size_t) std::count_if(steps->begin(), steps->end(), replayed);
+        std::printf("counters %s, %s: per step %s; %zu of %zu steps replayed device graphs alone\n", device,
+                    steps == &r.decode ? "decode step of 1 token" : "batched decode step",
+                    counter_ranges(*steps).c_str(), n, steps->size());
+    }
+}
+
+// Note [steady step]'s figures; prints what fails
+bool steady(const RunResult & r) {
+    bool ok = true;
+    if (r.encode.host_syncs > STEADY_ENCODE_SYNCS || r.encode.device_allocs != 0 || !replayed(r.encode)) {
+        std::printf(
+            "FAIL: the repeated encode waited %llu times (at most %llu), allocated %llu times (0), launched %llu "
+            "kernels (0) and replayed %llu device graphs (1 or more)\n",
+            (unsigned long long) r.encode.host_syncs, (unsigned long long) STEADY_ENCODE_SYNCS,
+            (unsigned long long) r.encode.device_allocs, (unsigned long long) r.encode.kernel_launches,
+            (unsigned long long) r.encode.graph_replays);
+        ok = false;
+    }
+    for (const auto * steps : { &r.decode, &r.batched }) {
+        const char * what = steps == &r.decode ? "decode step" : "batched decode step";
+        for (size_t i = 0; i < steps->size(); ++i) {
+            const wsp_ggml_backend_counters & c = (*steps)[i];
+            if (c.host_syncs > STEADY_DECODE_SYNCS || c.device_allocs != 0) {
+                std::printf("FAIL: %s %zu waited %llu times (at most %llu) and allocated %llu times (0)\n", what, i,
+                            (unsigned long long) c.host_syncs, (unsigned long long) STEADY_DECODE_SYNCS,
+                            (unsigned long long) c.device_allocs);
+                ok = false;
+            }
+        }
+        const size_t n = (size_t) std::count_if(steps->begin(), steps->end(), replayed);
+        if (steps->empty() || n * 10 < steps->size() * 9) {
+            std::printf("FAIL: %zu of %zu %ss ran from device graphs alone (90%% needed)\n", n, steps->size(), what);
+            ok = false;
+        }
+    }
+    return ok;
+}
 
 // The fixed sequence: SOT, language "en" (multilingual models), transcribe, no-timestamps, then n
 // ordinary tokens spread over the text vocabulary by a fixed stride.
@@ -196,6 +303,29 @@ void print_traffic(const char * what, const wsp_ggml_backend_all_gpu_traffic & f
                 steps == 1 ? "encode" : "decode step");
 }
 
+// Batched decode steps (beam search and several decoders give whisper.cpp batches): a warm-up
+// batch, then batches at successive positions, as a sequence grows
+bool batched_steps(whisper_context * ctx, const std::vector<whisper_token> & seq, int threads,
+                   wsp_ggml_backend_dev_t dev, RunResult & r) {
+    const int n = r.batch;
+    if ((int) seq.size() < n) {
+        return true;
+    }
+    for (int step = -1; step < 4; ++step) {
+        const int  n_past = step < 0 ? 0 : step * n;
+        const auto c      = read_counters(dev);
+        if (whisper_decode(ctx, &seq[(size_t) (std::max(step, 0) * n) % (seq.size() - (size_t) n + 1)], n, n_past,
+                           threads) != 0) {
+            std::fprintf(stderr, "whisper_check: a batched whisper_decode of %d tokens failed\n", n);
+            return false;
+        }
+        if (step >= 0) {
+            r.batched.push_back(since(c, read_counters(dev)));
+        }
+    }
+    return true;
+}
+
 bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const std::vector<whisper_token> & seq,
                     int threads, RunResult & r) {
     if (whisper_pcm_to_mel(ctx, pcm.data(), int(pcm.size()), threads) != 0) {
@@ -214,23 +344,29 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         std::fprintf(stderr, "whisper_check: whisper_decode failed\n");
         return false;
     }
-    const auto   t_enc      = std::chrono::steady_clock::now();
-    const auto   before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
-    const size_t sim_enc    = wsp_ggml_backend_sim_bytes_copied();
+    // the device whisper.cpp runs on (NULL on the CPU: its counters read zeros)
+    wsp_ggml_backend_dev_t dev        = wsp_ggml_backend_dev_by_name(g_log.gpu_backend.c_str());
+    const auto             t_enc      = std::chrono::steady_clock::now();
+    const auto             before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
+    const size_t           sim_enc    = wsp_ggml_backend_sim_bytes_copied();
+    const auto             c_enc      = read_counters(dev);
     if (whisper_encode(ctx, 0, threads) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
         return false;
     }
+    r.encode                = since(c_enc, read_counters(dev));
     const double ms_enc     = ms_since(t_enc);
     const auto   before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
     const size_t sim_dec    = wsp_ggml_backend_sim_bytes_copied(); // sims count every copy
     const auto   t_dec      = std::chrono::steady_clock::now();
     const int    n_vocab    = whisper_n_vocab(ctx);
     for (size_t i = 0; i < seq.size(); ++i) {
+        const auto c = read_counters(dev);
         if (whisper_decode(ctx, &seq[i], 1, int(i), threads) != 0) {
             std::fprintf(stderr, "whisper_check: whisper_decode failed at step %zu\n", i);
             return false;
         }
+        r.decode.push_back(since(c, read_counters(dev)));
         const float * l = whisper_get_logits(ctx);
         r.logits.emplace_back(l, l + n_vocab);
     }
@@ -250,7 +386,7 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         print_traffic("decode", before_dec, wsp_ggml_backend_all_gpu_get_traffic(all), all, seq.size(),
                       whisper_model_n_text_layer(ctx));
     }
-    return true;
+    return batched_steps(ctx, seq, threads, dev, r);
 }
 
 bool greedy(whisper_context * ctx, const std::vector<float> & pcm, const Options & o, RunResult & r) {
@@ -300,6 +436,7 @@ bool run_context(const char * label, const Options & o, bool use_gpu, bool flash
     const double t_load = ms_since(t0);
     const auto   t1     = std::chrono::steady_clock::now();
     const auto   seq    = fixed_sequence(ctx.get(), o.tokens);
+    r.batch             = o.batch;
     if (!teacher_forced(ctx.get(), pcm, seq, o.threads, r)) {
         return false;
     }
@@ -396,6 +533,14 @@ int main(int argc, char ** argv) {
         ok = false;
     }
     const std::string used = dev.gpu_backend.empty() ? "CPU" : dev.gpu_backend;
+    if (!dev.gpu_backend.empty()) {
+        print_counters(used.c_str(), dev);
+    }
+    if (o.expect_steady) {
+        const bool steady_ok = !dev.gpu_backend.empty() && steady(dev);
+        std::printf("steady steps (Note [steady step]): %s\n", steady_ok ? "ok" : "FAIL");
+        ok = ok && steady_ok;
+    }
     std::printf("device used: %s (first GPU device in the registry: %s)\n", used.c_str(),
                 first_gpu.empty() ? "none" : first_gpu.c_str());
     if (dev.gpu_backend != first_gpu) {

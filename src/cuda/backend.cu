@@ -25,7 +25,7 @@ void backend_free(wsp_ggml_backend_t b) {
     BackendCtx & ctx = backend_ctx(b);
     if (ctx.stream_owner) {
         DeviceGuard guard(ctx.physical);
-        WSP_CUDA_OK(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.physical);
+        WSP_CUDA_WAIT(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.index);
     }
     delete &ctx;
     delete b;
@@ -129,8 +129,8 @@ wsp_ggml_status synchronize(wsp_ggml_backend_t b) {
         return WSP_GGML_STATUS_SUCCESS;
     }
     DeviceGuard guard(ctx.physical);
-    return WSP_CUDA_OK(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.physical) ? WSP_GGML_STATUS_SUCCESS
-                                                                                    : WSP_GGML_STATUS_FAILED;
+    return WSP_CUDA_WAIT(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.index) ? WSP_GGML_STATUS_SUCCESS
+                                                                                   : WSP_GGML_STATUS_FAILED;
 }
 
 bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph) {
@@ -161,6 +161,8 @@ bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph)
 
 wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
     BackendCtx & ctx = backend_ctx(b);
+    ++counters(ctx.index).graph_computes;
+    CountFor     count_for(ctx.index);
     DeviceGuard  guard(ctx.physical);
     cudaStream_t stream = ctx.stream();
     if (stream == nullptr) {
@@ -298,7 +300,7 @@ wsp_ggml_backend_t backend_init(int index) {
     auto * ctx    = new BackendCtx{};
     ctx->index    = index;
     ctx->physical = physical_of(index);
-    ctx->graphs   = std::make_unique<GraphCache>(ctx->physical);
+    ctx->graphs   = std::make_unique<GraphCache>(index, ctx->physical);
     return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };
 }
 

@@ -29,25 +29,26 @@ void * buf_base(wsp_ggml_backend_buffer_t b) {
     return ctx_of(b).memory.get();
 }
 
-// one synchronous transfer on the calling thread's stream
-bool transfer(int device, void * dst, const void * src, size_t n, cudaMemcpyKind kind) {
+// one synchronous transfer on the calling thread's stream, for device index `index`
+bool transfer(int index, void * dst, const void * src, size_t n, cudaMemcpyKind kind) {
+    const int   device = physical_of(index);
     DeviceGuard guard(device);
     return WSP_CUDA_OK(cudaMemcpyAsync(dst, src, n, kind, cudaStreamPerThread), device) &&
-           WSP_CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread), device);
+           WSP_CUDA_WAIT(cudaStreamSynchronize(cudaStreamPerThread), index);
 }
 
 void buf_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, size_t off, size_t n) {
     DeviceGuard guard(phys(b));
     WSP_CUDA_OK(cudaMemsetAsync(static_cast<char *>(t->data) + off, v, n, cudaStreamPerThread), phys(b));
-    WSP_CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread), phys(b));
+    WSP_CUDA_WAIT(cudaStreamSynchronize(cudaStreamPerThread), ctx_of(b).index);
 }
 
 void buf_set(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, const void * data, size_t off, size_t n) {
-    transfer(phys(b), static_cast<char *>(t->data) + off, data, n, cudaMemcpyHostToDevice);
+    transfer(ctx_of(b).index, static_cast<char *>(t->data) + off, data, n, cudaMemcpyHostToDevice);
 }
 
 void buf_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data, size_t off, size_t n) {
-    transfer(phys(b), data, static_cast<const char *>(t->data) + off, n, cudaMemcpyDeviceToHost);
+    transfer(ctx_of(b).index, data, static_cast<const char *>(t->data) + off, n, cudaMemcpyDeviceToHost);
 }
 
 // dst is in this buffer; a source in any CUDA buffer is copied device to device
@@ -60,13 +61,13 @@ bool buf_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_
     DeviceGuard guard(from);
     return WSP_CUDA_OK(cudaMemcpyPeerAsync(dst->data, to, src->data, from, wsp_ggml_nbytes(src), cudaStreamPerThread),
                        from) &&
-           WSP_CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread), from);
+           WSP_CUDA_WAIT(cudaStreamSynchronize(cudaStreamPerThread), buffer_device(sb));
 }
 
 void buf_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
     DeviceGuard guard(phys(b));
     WSP_CUDA_OK(cudaMemsetAsync(ctx_of(b).memory.get(), v, b->size, cudaStreamPerThread), phys(b));
-    WSP_CUDA_OK(cudaStreamSynchronize(cudaStreamPerThread), phys(b));
+    WSP_CUDA_WAIT(cudaStreamSynchronize(cudaStreamPerThread), ctx_of(b).index);
 }
 
 const wsp_ggml_backend_buffer_i buffer_iface = {

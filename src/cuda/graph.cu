@@ -8,7 +8,7 @@
 
 namespace wsp::cuda {
 
-GraphCache::GraphCache(int physical) : physical_(physical) {
+GraphCache::GraphCache(int index, int physical) : index_(index), physical_(physical) {
     const char * env = std::getenv("WSP_GGML_CUDA_GRAPHS");
     enabled_         = env != nullptr && std::atoi(env) != 0;
 }
@@ -49,6 +49,7 @@ GraphCache::Result GraphCache::run(cudaStream_t stream, const wsp_ggml_cgraph * 
         if (e.key.size() == key.size() && std::memcmp(key.data(), e.key.data(), key.size() * sizeof(NodeKey)) == 0) {
             std::rotate(entries_.begin(), entries_.begin() + (std::ptrdiff_t) i,
                         entries_.begin() + (std::ptrdiff_t) i + 1);
+            ++counters(index_).graph_replays;
             return WSP_CUDA_OK(cudaGraphLaunch(entries_.front().exec.get(), stream), physical_) ? Result::REPLAYED
                                                                                                 : Result::FAILED;
         }
@@ -62,9 +63,13 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, std::vector<NodeKey> 
         enabled_ = false;
         return Result::OFF;
     }
-    const bool        launched = launch_all();
-    cudaGraph_t       g        = nullptr;
-    const cudaError_t end      = cudaStreamEndCapture(stream, &g);
+    bool launched = false;
+    {
+        Capturing capturing; // the launches are the graph's nodes, counted as its capture and replays
+        launched = launch_all();
+    }
+    cudaGraph_t       g   = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream, &g);
     if (!launched || end != cudaSuccess || g == nullptr) {
         (void) cudaGetLastError();
         if (g != nullptr) {
@@ -89,10 +94,12 @@ GraphCache::Result GraphCache::record(cudaStream_t stream, std::vector<NodeKey> 
     if (entries_.size() == CAPACITY) {
         entries_.pop_back();
     }
+    ++counters(index_).graph_captures;
     const size_t n_nodes = key.size();
     entries_.insert(entries_.begin(), Entry{ std::move(key), GraphExec(physical_, exec) });
     WSP_LOG_DEBUG(WSP_GGML_CUDA_NAME ": recorded a CUDA graph of %zu nodes on GPU %d (%zu kept)\n", n_nodes, physical_,
                   entries_.size());
+    ++counters(index_).graph_replays;
     return WSP_CUDA_OK(cudaGraphLaunch(exec, stream), physical_) ? Result::RECORDED : Result::FAILED;
 }
 

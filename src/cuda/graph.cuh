@@ -8,6 +8,7 @@
 // copies (whose addresses differ per copy, Note [copy rotation]) replays one per copy. If an op
 // cannot be captured, the backend logs once and launches directly from then on.
 
+#include "counters.cuh"
 #include "handles.cuh"
 
 #include <functional>
@@ -31,7 +32,7 @@ public:
 
     static constexpr size_t CAPACITY = 8; // graphs kept; the least recently used goes first
 
-    explicit GraphCache(int physical);
+    GraphCache(int index, int physical);
 
     // launch_all enqueues every node on `stream` and returns false on failure
     Result run(cudaStream_t stream, const wsp_ggml_cgraph * graph, const std::function<bool()> & launch_all);
@@ -62,6 +63,7 @@ private:
     static std::vector<NodeKey> key_of(const wsp_ggml_cgraph * graph);
     Result record(cudaStream_t stream, std::vector<NodeKey> key, const std::function<bool()> & launch_all);
 
+    int                index_; // the device the captures and replays are counted for
     int                physical_;
     bool               enabled_;
     std::vector<Entry> entries_; // most recently used first

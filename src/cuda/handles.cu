@@ -2,6 +2,7 @@
 
 #include "handles.cuh"
 
+#include "counters.cuh"
 #include "device.cuh"
 
 namespace wsp::cuda {
@@ -58,7 +59,8 @@ Scratch::Scratch(int physical, cudaStream_t stream, size_t size) : device_(physi
         return;
     }
     configure_pool(physical);
-    DeviceGuard       guard(physical);
+    DeviceGuard guard(physical);
+    ++counters(index_of_physical(physical)).device_allocs;
     const cudaError_t err = pools_supported(physical) ? cudaMallocAsync(&ptr_, size, stream) : cudaMalloc(&ptr_, size);
     if (err != cudaSuccess) {
         (void) cudaGetLastError();
@@ -79,11 +81,15 @@ Scratch::~Scratch() {
 DeviceMemory alloc_device(int physical, size_t size, const char * what) {
     configure_pool(physical);
     DeviceGuard guard(physical);
-    void *      p = nullptr;
+    void *      p     = nullptr;
+    const int   index = index_of_physical(physical);
+    if (size > 0) {
+        ++counters(index).device_allocs;
+    }
     if (size > 0 && !pools_supported(physical)) {
         (void) cudaMalloc(&p, size);
     } else if (size > 0 && cudaMallocAsync(&p, size, nullptr) == cudaSuccess &&
-               cudaStreamSynchronize(nullptr) != cudaSuccess) {
+               !WSP_CUDA_WAIT(cudaStreamSynchronize(nullptr), index)) {
         // from the pool on the legacy stream, finished before the memory is handed out
         (void) cudaFree(p); // allocated but not usable
         p = nullptr;

@@ -6,6 +6,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cuda.h"
 
+#include "counters.cuh"
 #include "device.cuh"
 #include "graph.cuh"
 #include "handles.cuh"

@@ -1,6 +1,7 @@
 // NCCL transfers and the all-reduce between GPUs (see nccl.cuh). Without WSP_GGML_USE_NCCL no
 // transfer prefers NCCL and no all-reduce runs.
 
+#include "counters.cuh"
 #include "device.cuh"
 #include "nccl.cuh"
 
@@ -133,6 +134,8 @@ bool copy(int a, int b, const void * src, void * dst, size_t bytes, cudaStream_t
     const bool sent = WSP_NCCL_OK(ncclSend(src, bytes, ncclUint8, b, c.comm(a), src_stream), a);
     const bool recv = WSP_NCCL_OK(ncclRecv(dst, bytes, ncclUint8, a, c.comm(b), dst_stream), b);
     const bool done = WSP_NCCL_OK(ncclGroupEnd(), a);
+    count_launch(index_of_physical(a)); // a send kernel and a receive kernel
+    count_launch(index_of_physical(b));
     return sent && recv && done;
 }
 
@@ -157,6 +160,7 @@ bool all_reduce(int n, const int * devices, float * const * bufs, size_t count, 
         DeviceGuard guard(devices[i]);
         queued = WSP_NCCL_OK(ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, c.comm(devices[i]), streams[i]),
                              devices[i]);
+        count_launch(index_of_physical(devices[i]));
     }
     const bool done = WSP_NCCL_OK(ncclGroupEnd(), devices[0]);
     return queued && done;

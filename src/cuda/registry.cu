@@ -121,9 +121,8 @@ void dev_event_free(wsp_ggml_backend_dev_t, wsp_ggml_backend_event_t e) {
 }
 
 void dev_event_sync(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_event_t e) {
-    const int   phys = info_of(dev).physical;
-    DeviceGuard guard(phys);
-    WSP_CUDA_OK(cudaEventSynchronize(static_cast<Event *>(e->context)->get()), phys);
+    DeviceGuard guard(info_of(dev).physical);
+    WSP_CUDA_WAIT(cudaEventSynchronize(static_cast<Event *>(e->context)->get()), index_of(dev));
 }
 
 const wsp_ggml_backend_device_i device_iface = {
@@ -186,6 +185,11 @@ wsp_ggml_backend_feature * features(wsp_ggml_backend_reg_t) {
     return f.data();
 }
 
+// Note [counters]: what the device was asked to do
+void read_counters(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_counters * out) {
+    *out = counters(index_of(dev)).read();
+}
+
 void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
     if (std::strcmp(name, "wsp_ggml_backend_split_buffer_type") == 0) {
         return reinterpret_cast<void *>(&split_buffer_type);
@@ -198,6 +202,10 @@ void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
     }
     if (std::strcmp(name, "wsp_ggml_backend_get_features") == 0) {
         return reinterpret_cast<void *>(&features);
+    }
+    if (std::strcmp(name, COUNTERS_PROC) == 0) {
+        GetCountersFn fn = &read_counters;
+        return reinterpret_cast<void *>(fn);
     }
     if (std::strcmp(name, "wsp_ggml_backend_all_reduce") == 0) {
         wsp_ggml_backend_all_reduce_t fn = &all_reduce; // the signature the header promises

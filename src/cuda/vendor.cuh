@@ -15,7 +15,8 @@
 //                                                           cuBLAS on first use, Note [lazy cuBLAS])
 //   WSP_GPU_HAS_MEMCPY_3D_PEER                               cudaMemcpy3DPeerAsync exists
 //   WSP_DYNAMIC_SHARED(type, name)                          the block's dynamic shared memory
-//   wsp::gpu::launch(kernel, grid, block, shmem, stream, args...)   the one kernel launch
+//   wsp::gpu::enqueue_kernel(kernel, grid, block, shmem, stream, args...)   the one kernel launch
+//                                                           (through wsp::gpu::launch, counters.cuh)
 //   wsp::gpu::mma_m16n8k16_f32_f16(d, a, b0, b1)            one warp's tensor-core tile
 //   wsp::gpu::note_accesses(stream, node)                   the bytes a node's kernels touch (false:
 //                                                           memory the device cannot reach)

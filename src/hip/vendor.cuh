@@ -203,7 +203,8 @@ inline bool blas_available() {
 
 // the only kernel launch of the sources (clang's HIP takes the triple chevrons)
 template <typename... P, typename... A>
-inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A &&... args) {
+inline void enqueue_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                           A &&... args) {
     kernel<<<grid, block, shmem, stream>>>(std::forward<A>(args)...);
 }
 

@@ -98,6 +98,7 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
     if (!WSP_CUDA_LAUNCH_OK(ctx.physical)) {
         return false;
     }
+    count_launch();
     return WSP_CUBLAS_OK(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, p,
                                              cuda_type(a->type), (int) (a->nb[1] / es), p + batch, type, (int) B.ld,
                                              &beta, (void **) (p + 2 * batch), CUDA_R_32F,
@@ -133,6 +134,7 @@ bool blas_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     }
 
     const float alpha = 1.0f, beta = 0.0f;
+    count_launch(); // one cuBLAS call, counted as one kernel
     if (t->ne[2] * t->ne[3] == 1) {
         return WSP_CUBLAS_OK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, (int) M, (int) K, &alpha, a->data,
                                           cuda_type(a->type), (int) (a->nb[1] / es), B.data, cuda_type(gemm_type),

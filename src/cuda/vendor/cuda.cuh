@@ -39,7 +39,8 @@ namespace wsp::gpu {
 
 // the only <<<...>>> of the sources: a kernel with its launch configuration on a stream
 template <typename... P, typename... A>
-inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A &&... args) {
+inline void enqueue_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                           A &&... args) {
     kernel<<<grid, block, shmem, stream>>>(std::forward<A>(args)...);
 }
 

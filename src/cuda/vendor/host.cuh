@@ -43,7 +43,8 @@ inline bool blas_available() {
 // The arguments are converted to the kernel's parameter types when the launch is queued (as
 // CUDA copies them then), and every thread of the grid calls the kernel with them.
 template <typename... P, typename... A>
-inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A &&... args) {
+inline void enqueue_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                           A &&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "a kernel launch passes every parameter");
     using Params = std::tuple<std::decay_t<P>...>;
     auto params  = std::make_shared<const Params>(std::forward<A>(args)...);
