@@ -1,7 +1,8 @@
 // CUDA op benches through the backend, at whisper (large) shapes: mul_mat TFLOP/s with Q8_0 and
 // Q4_0 weights next to F16 weights (cuBLAS) on the same shapes, across the dot/GEMM threshold;
-// flash_attn_ext TFLOP/s for the encoder (1500 x 1500) and a decoder step (1 x 1500); soft_max and
-// add in GB/s with the fraction of the H200's copy bandwidth. Each iteration queues RUNS graph
+// flash_attn_ext TFLOP/s for the encoder (1500 x 1500) and a decoder step (1 x 1500); soft_max,
+// add, the F32 -> F16 / BF16 activation conversion, same-type strided copies, GELU / SCALE and a
+// bias add in GB/s with the fraction of the H200's copy bandwidth. Each iteration queues RUNS graph
 // computes and waits once, so launch latency is amortised as in a real decode loop. Without a GPU
 // every case reports an error and nothing runs.
 
@@ -12,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <string>
 
 namespace {
 
@@ -142,10 +144,92 @@ void BM_add(benchmark::State & state) {
     time_graph(state, g, bytes * 1e-9, "GB/s", H200_COPY_GBPS);
 }
 
+// ---- elementwise and copy kernels (cpy.cu, unary.cu, binary.cu, scale.cu): GB/s read + written
+
+constexpr int64_t T = 1500, HEADS = 20, HEAD_DIM = 64; // whisper large's encoder: frames, heads
+
+double bytes_of(wsp_ggml_type type, int64_t n) {
+    return (double) wsp_ggml_row_size(type, n);
+}
+
+// the activation conversion that mul_mat does for F16 / BF16 weights (Note [vector conversion]),
+// as a cast of [1280, 1500] F32: 0 contiguous (one row of vectors), 1 the heads of Q permuted
+// ([64, 1500, 20] rows 256 bytes apart: vectors per row), 2 transposed (element by element)
+void BM_convert(benchmark::State & state) {
+    const auto to     = (wsp_ggml_type) state.range(0);
+    const int  layout = (int) state.range(1);
+    CudaGraph  g(state, [&](wsp_ggml_context * ctx) {
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, K, T);
+        if (layout == 1) {
+            x = wsp_ggml_permute(ctx, wsp_ggml_reshape_3d(ctx, x, HEAD_DIM, HEADS, T), 0, 2, 1, 3);
+        } else if (layout == 2) {
+            x = wsp_ggml_transpose(ctx, x);
+        }
+        return wsp_ggml_cast(ctx, x, to);
+    });
+    state.SetLabel(std::string("f32 -> ") + wsp_ggml_type_name(to) +
+                   (layout == 0   ? " contiguous"
+                    : layout == 1 ? " heads permuted"
+                                  : " transposed"));
+    time_graph(state, g, (bytes_of(WSP_GGML_TYPE_F32, K * T) + bytes_of(to, K * T)) * 1e-9, "GB/s", H200_COPY_GBPS);
+}
+
+// same-type copies in words (Note [word copies]): the heads of the attention output merged back
+// (cont of [64, 20, 1500] permuted: rows of 64 elements, 16-byte words), and a transpose (one word
+// per element)
+void BM_copy_same_type(benchmark::State & state) {
+    const auto type       = (wsp_ggml_type) state.range(0);
+    const bool transposed = state.range(1) != 0;
+    CudaGraph  g(state, [&](wsp_ggml_context * ctx) {
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_3d(ctx, type, HEAD_DIM, T, HEADS);
+        return wsp_ggml_cont(ctx, transposed ? wsp_ggml_transpose(ctx, x) : wsp_ggml_permute(ctx, x, 0, 2, 1, 3));
+    });
+    state.SetLabel(std::string(wsp_ggml_type_name(type)) + (transposed ? " transposed" : " heads merged"));
+    time_graph(state, g, 2.0 * bytes_of(type, HEAD_DIM * T * HEADS) * 1e-9, "GB/s", H200_COPY_GBPS);
+}
+
+// a unary op over the MLP's hidden activation ([5120, 1500]): 0 GELU, 1 SCALE
+void BM_unary(benchmark::State & state) {
+    const auto    type = (wsp_ggml_type) state.range(0);
+    const bool    gelu = state.range(1) == 0;
+    const int64_t n    = N * T;
+    CudaGraph     g(state, [&](wsp_ggml_context * ctx) {
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, type, N, T);
+        return gelu ? wsp_ggml_gelu(ctx, x) : wsp_ggml_scale(ctx, x, 0.125f);
+    });
+    state.SetLabel(std::string(gelu ? "gelu " : "scale ") + wsp_ggml_type_name(type));
+    time_graph(state, g, 2.0 * bytes_of(type, n) * 1e-9, "GB/s", H200_COPY_GBPS);
+}
+
+// a bias added to [1280, 1500] (b broadcast over the rows), F32 bias whatever the activation type
+void BM_add_bias(benchmark::State & state) {
+    const auto type = (wsp_ggml_type) state.range(0);
+    CudaGraph  g(state, [&](wsp_ggml_context * ctx) {
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, type, K, T);
+        wsp_ggml_tensor * b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, K);
+        return wsp_ggml_add(ctx, x, b);
+    });
+    state.SetLabel(wsp_ggml_type_name(type));
+    time_graph(state, g, 2.0 * bytes_of(type, K * T) * 1e-9, "GB/s", H200_COPY_GBPS);
+}
+
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_flash_attn)->Arg(1500)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_soft_max)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_add)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_convert)
+    ->ArgsProduct({ { WSP_GGML_TYPE_F16, WSP_GGML_TYPE_BF16 }, { 0, 1, 2 } })
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_copy_same_type)
+    ->ArgsProduct({ { WSP_GGML_TYPE_F32, WSP_GGML_TYPE_F16 }, { 0, 1 } })
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_unary)
+    ->ArgsProduct({ { WSP_GGML_TYPE_F32, WSP_GGML_TYPE_F16 }, { 0, 1 } })
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_bias)->Arg(WSP_GGML_TYPE_F32)->Arg(WSP_GGML_TYPE_F16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

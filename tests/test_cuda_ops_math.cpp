@@ -183,6 +183,98 @@ TEST(CudaMath, AddCastEveryResultType) {
     }
 }
 
+// ---- ADD, SUB, MUL, DIV, SCALE: the typed instances and the AnyFloat one (Note [typed elementwise
+// kernels] in src/cuda/kernels/elementwise.cuh), broadcasts, layouts, whisper's widths
+
+// a binary node whose result has another type than a (the builders keep a's; both backends take
+// any float types)
+wsp_ggml_tensor * binary_as(wsp_ggml_context * ctx, wsp_ggml_op op, wsp_ggml_tensor * a, wsp_ggml_tensor * b,
+                            wsp_ggml_type type) {
+    wsp_ggml_tensor * r = wsp_ggml_new_tensor(ctx, type, 4, a->ne);
+    r->op               = op;
+    r->src[0]           = a;
+    r->src[1]           = b;
+    return r;
+}
+
+TEST(CudaMath, BinaryAndScaleTypeMixesBroadcastsAndLayouts) {
+    REQUIRE_GPU();
+    // DIV: divisors kept away from 0
+    const Fill positive = [](wsp_ggml_tensor * t, uint32_t seed) {
+        set_values(t, random_values((size_t) wsp_ggml_nelements(t), seed, 0.5f, 2.0f));
+        return true;
+    };
+    const wsp_ggml_op ops[] = { WSP_GGML_OP_ADD, WSP_GGML_OP_SUB, WSP_GGML_OP_MUL, WSP_GGML_OP_DIV };
+    for (wsp_ggml_type ta : float_types()) {
+        for (wsp_ggml_type tb : float_types()) {
+            for (const auto & shape : SHAPES) {
+                SCOPED_TRACE(std::string(wsp_ggml_type_name(ta)) + " " + wsp_ggml_type_name(tb) + " ne0 " +
+                             std::to_string(shape[0]));
+                std::vector<int64_t> ne = shape;
+                ne.resize(4, 1);
+                // b: a's shape, rows broadcast (dims 1 and 3), columns broadcast, one value
+                const std::vector<std::vector<int64_t>> b_shapes = {
+                    ne, { ne[0], 1, ne[2], 1 }, { 1, ne[1], 1, ne[3] }, { 1 }
+                };
+                const wsp_ggml_type other = ta == WSP_GGML_TYPE_F32 ? WSP_GGML_TYPE_F16 : WSP_GGML_TYPE_F32;
+                compare(
+                    [&](wsp_ggml_context * ctx) {
+                        std::vector<wsp_ggml_tensor *> outs;
+                        for (Layout layout : LAYOUTS) {
+                            for (size_t k = 0; k < b_shapes.size(); ++k) {
+                                const wsp_ggml_op op = ops[k % 4];
+                                wsp_ggml_tensor * b =
+                                    operand(ctx, tb, b_shapes[k], k == 0 ? layout : Layout::Contiguous);
+                                outs.push_back(binary_as(ctx, op, operand(ctx, ta, ne, layout), b, ta));
+                            }
+                            outs.push_back(binary_as(ctx, ops[(int) layout % 4], operand(ctx, ta, ne, layout),
+                                                     operand(ctx, tb, ne, Layout::Strided), other));
+                            outs.push_back(wsp_ggml_scale(ctx, operand(ctx, ta, ne, layout), 0.25f));
+                            outs.push_back(wsp_ggml_scale_inplace(ctx, operand(ctx, ta, ne, layout), -3.0f));
+                        }
+                        return outs;
+                    },
+                    positive);
+            }
+            // b repeated along every dim (1 < b's ne < a's ne: the modulo of each index)
+            SCOPED_TRACE(std::string(wsp_ggml_type_name(ta)) + " " + wsp_ggml_type_name(tb) + " repeated");
+            compare(
+                [&](wsp_ggml_context * ctx) {
+                    std::vector<wsp_ggml_tensor *> outs;
+                    for (Layout layout : LAYOUTS) {
+                        for (const std::vector<int64_t> & nb : { std::vector<int64_t>{ 3, 2, 3, 1 }, { 2, 4, 1, 2 } }) {
+                            outs.push_back(binary_as(ctx, ops[outs.size() % 4],
+                                                     operand(ctx, ta, { 6, 4, 6, 2 }, layout),
+                                                     operand(ctx, tb, nb, layout), ta));
+                        }
+                    }
+                    return outs;
+                },
+                positive);
+        }
+    }
+}
+
+// whisper's widths: contiguous operands are one row of 1280 x 300 elements (Note [collapsed dims]),
+// a bias broadcast over 300 rows, and a permuted view
+TEST(CudaMath, ElementwiseAtWhisperWidths) {
+    REQUIRE_GPU();
+    for (wsp_ggml_type type : float_types()) {
+        SCOPED_TRACE(wsp_ggml_type_name(type));
+        compare([&](wsp_ggml_context * ctx) {
+            wsp_ggml_tensor * x    = operand(ctx, type, { 1280, 300 }, Layout::Contiguous);
+            wsp_ggml_tensor * bias = operand(ctx, WSP_GGML_TYPE_F32, { 1280 }, Layout::Contiguous);
+            return std::vector<wsp_ggml_tensor *>{
+                wsp_ggml_gelu(ctx, x),
+                wsp_ggml_add(ctx, x, bias),
+                wsp_ggml_mul(ctx, x, operand(ctx, type, { 1280, 300 }, Layout::Contiguous)),
+                wsp_ggml_scale(ctx, x, 0.125f),
+                wsp_ggml_silu(ctx, operand(ctx, type, { 300, 1280 }, Layout::Permuted)),
+            };
+        });
+    }
+}
+
 // ---- reductions
 
 TEST(CudaMath, SumAndSumRows) {

@@ -26,6 +26,9 @@
 #    error "WSP_HOST_WARP_SIZE must be 32 or 64"
 #endif
 #define WSP_GPU_WARP_SIZE WSP_HOST_WARP_SIZE
+// kernels' vector loads and stores trap on a misaligned address, as a GPU's do and a CPU's do not
+// (Note [vector alignment] in src/cuda/kernels/elementwise.cuh)
+#define WSP_GPU_CHECK_ALIGNMENT 1
 
 // a lane mask has one bit per lane: 64-bit for 64-lane warps, as HIP's are
 #if WSP_HOST_WARP_SIZE == 64

@@ -3,7 +3,7 @@
 // any strides. In place is safe: each thread reads its element before writing it and no thread
 // reads another's. Formulas as src/cpu/math.cpp, on CUDA's accurate logf / sinf / cosf.
 
-#include "common.cuh"
+#include "elementwise.cuh"
 #include "kernels.cuh"
 
 namespace wsp::cuda {
@@ -28,27 +28,45 @@ __device__ __forceinline__ float apply(float v, float p0, float p1) {
     }
 }
 
-// scalar: ADD1's src1 (its one element), else unused
-template <int OP>
-__global__ void math_kernel(TensorView x, TensorView d, TensorView scalar, float p0, float p1, int64_t rows) {
+// Note [typed elementwise kernels], Note [collapsed dims]. scalar: ADD1's src1 (its one element,
+// of type scalar_type), else null
+template <int OP, typename S, typename D, typename I>
+__global__ void math_kernel(Operand<I> x, Operand<I> d, Shape<I> e, const char * scalar, int scalar_type, float p0,
+                            float p1) {
     if constexpr (OP == WSP_GGML_OP_ADD1) {
-        p0 = load_f(scalar.type, scalar.data);
+        p0 = load_f(scalar_type, scalar);
     }
-    for_each_element(d, rows, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        store_f(d.type, elem(d, i0, i1, i2, i3), apply<OP>(load_f(x.type, elem(x, i0, i1, i2, i3)), p0, p1));
+    for_each_index(e, [&](I i0, I i1, I i2, I i3) {
+        store_as<D>(at(d, i0, i1, i2, i3), d.type, apply<OP>(load_as<S>(at(x, i0, i1, i2, i3), x.type), p0, p1));
     });
 }
 
-using MathKernel = void (*)(TensorView, TensorView, TensorView, float, float, int64_t);
+template <int OP>
+void launch_op(LaunchCtx & ctx, const wsp_ggml_tensor * t, float p0, float p1) {
+    const wsp_ggml_tensor * x      = t->src[0];
+    const wsp_ggml_tensor * scalar = OP == WSP_GGML_OP_ADD1 ? t->src[1] : nullptr;
+    const Layout2           p      = collapse(x, t);
+    const RowGrid           g      = elem_grid(p.ne[0], p.rows());
+    dispatch_same_type(x->type, t->type, fits_index32(p, x, t), [&](auto k) {
+        using K = decltype(k);
+        using I = typename K::Index;
+        gpu::launch(math_kernel<OP, typename K::Src, typename K::Dst, I>, g.grid, g.block, 0, ctx.stream,
+                    operand_of<I>(x, p.nb[0]), operand_of<I>(t, p.nb[1]), shape_of<I>(p.ne),
+                    scalar != nullptr ? static_cast<const char *>(scalar->data) : nullptr,
+                    scalar != nullptr ? (int) scalar->type : 0, p0, p1);
+    });
+}
 
-MathKernel kernel_of(wsp_ggml_op op) {
+using MathLauncher = void (*)(LaunchCtx &, const wsp_ggml_tensor *, float, float);
+
+MathLauncher kernel_of(wsp_ggml_op op) {
     switch (op) {
-        case WSP_GGML_OP_LOG: return math_kernel<WSP_GGML_OP_LOG>;
-        case WSP_GGML_OP_SIN: return math_kernel<WSP_GGML_OP_SIN>;
-        case WSP_GGML_OP_COS: return math_kernel<WSP_GGML_OP_COS>;
-        case WSP_GGML_OP_CLAMP: return math_kernel<WSP_GGML_OP_CLAMP>;
-        case WSP_GGML_OP_LEAKY_RELU: return math_kernel<WSP_GGML_OP_LEAKY_RELU>;
-        case WSP_GGML_OP_ADD1: return math_kernel<WSP_GGML_OP_ADD1>;
+        case WSP_GGML_OP_LOG: return launch_op<WSP_GGML_OP_LOG>;
+        case WSP_GGML_OP_SIN: return launch_op<WSP_GGML_OP_SIN>;
+        case WSP_GGML_OP_COS: return launch_op<WSP_GGML_OP_COS>;
+        case WSP_GGML_OP_CLAMP: return launch_op<WSP_GGML_OP_CLAMP>;
+        case WSP_GGML_OP_LEAKY_RELU: return launch_op<WSP_GGML_OP_LEAKY_RELU>;
+        case WSP_GGML_OP_ADD1: return launch_op<WSP_GGML_OP_ADD1>;
         default: return nullptr;
     }
 }
@@ -64,7 +82,7 @@ bool supported(const wsp_ggml_tensor * t) {
 }
 
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
-    const MathKernel k = kernel_of(t->op);
+    const MathLauncher k = kernel_of(t->op);
     if (k == nullptr) {
         return false;
     }
@@ -73,13 +91,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         std::memcpy(&p0, &t->op_params[0], sizeof(float));
         std::memcpy(&p1, &t->op_params[1], sizeof(float));
     }
-    TensorView scalar = {};
-    if (t->op == WSP_GGML_OP_ADD1) {
-        scalar = view_of(t->src[1]);
-    }
-    const int64_t rows = wsp_ggml_nrows(t);
-    const RowGrid g    = row_grid(t->ne[0], rows);
-    gpu::launch(k, g.grid, g.block, 0, ctx.stream, view_of(t->src[0]), view_of(t), scalar, p0, p1, rows);
+    k(ctx, t, p0, p1);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

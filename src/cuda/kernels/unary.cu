@@ -4,7 +4,7 @@
 // vec.cpp, including their rewrites that avoid cancellation and overflow, on CUDA's accurate
 // expf / tanhf / expm1f / erfcf.
 
-#include "common.cuh"
+#include "elementwise.cuh"
 #include "kernels.cuh"
 
 #include <array>
@@ -70,19 +70,31 @@ __device__ __forceinline__ float apply(float v) {
     }
 }
 
-// x covers ne0, y strides over the rows (gridDim.y <= 65535)
-template <int F>
-__global__ void unary_kernel(TensorView x, TensorView d, int64_t rows) {
-    for_each_element(d, rows, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        store_f(d.type, elem(d, i0, i1, i2, i3), apply<F>(load_f(x.type, elem(x, i0, i1, i2, i3))));
+// Note [typed elementwise kernels], Note [collapsed dims]
+template <int F, typename S, typename D, typename I>
+__global__ void unary_kernel(Operand<I> x, Operand<I> d, Shape<I> e) {
+    for_each_index(e, [&](I i0, I i1, I i2, I i3) {
+        store_as<D>(at(d, i0, i1, i2, i3), d.type, apply<F>(load_as<S>(at(x, i0, i1, i2, i3), x.type)));
     });
 }
 
-using UnaryKernel = void (*)(TensorView, TensorView, int64_t);
+template <int F>
+void launch_function(LaunchCtx & ctx, const wsp_ggml_tensor * x, const wsp_ggml_tensor * t) {
+    const Layout2 p = collapse(x, t);
+    const RowGrid g = elem_grid(p.ne[0], p.rows());
+    dispatch_same_type(x->type, t->type, fits_index32(p, x, t), [&](auto k) {
+        using K = decltype(k);
+        using I = typename K::Index;
+        gpu::launch(unary_kernel<F, typename K::Src, typename K::Dst, I>, g.grid, g.block, 0, ctx.stream,
+                    operand_of<I>(x, p.nb[0]), operand_of<I>(t, p.nb[1]), shape_of<I>(p.ne));
+    });
+}
+
+using Launcher = void (*)(LaunchCtx &, const wsp_ggml_tensor *, const wsp_ggml_tensor *);
 
 template <int... F>
 constexpr auto make_table(std::integer_sequence<int, F...>) {
-    return std::array<UnaryKernel, sizeof...(F)>{ unary_kernel<F>... };
+    return std::array<Launcher, sizeof...(F)>{ launch_function<F>... };
 }
 
 // the function of a node, or -1
@@ -109,9 +121,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     if (f < 0) {
         return false;
     }
-    const int64_t rows = wsp_ggml_nrows(t);
-    const RowGrid g    = row_grid(t->ne[0], rows);
-    gpu::launch(table[(size_t) f], g.grid, g.block, 0, ctx.stream, view_of(t->src[0]), view_of(t), rows);
+    table[(size_t) f](ctx, t->src[0], t);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 
