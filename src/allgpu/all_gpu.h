@@ -21,6 +21,7 @@
 #include "ggml-all-gpu.h"
 #include "ggml-backend-impl.h"
 
+#include "../backend/counters.h"
 #include "../core/log.h"
 #include "../race/race.h"
 #include "tp.h"
@@ -87,6 +88,12 @@ struct Device {
     std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
     wsp_ggml_backend_all_gpu_traffic                          traffic{}; // guarded by mutex
 
+    // Note [all-GPU counters]: its own graph computes and plans, and its members' work in its calls
+    Counters                               counters;
+    std::mutex                             calls_mutex;
+    int                                    calls = 0;  // entry points running now, on every thread
+    std::vector<wsp_ggml_backend_counters> calls_base; // the members' counters when the first began
+
     wsp_ggml_backend_dev_t main() const { return members[0]; }
 
     // the shadow of weight w, made on first use; NULL (logged) when it cannot be made
@@ -112,6 +119,28 @@ struct Device {
     void forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches = true);
     // buffer b is cleared to v: so are the parts of the caches sharded from it
     void clear_caches(wsp_ggml_backend_buffer_t b, uint8_t v);
+};
+
+// Note [all-GPU counters]: the device counts its own graph computes (calls on its backends) and
+// the plans it builds (a tensor-parallel plan and one member graph per member, or the row split's
+// scheduler pass and its splits' graphs: the backend resets its scheduler, so it splits anew),
+// and adds what its members were asked to do while one of its entry points (backend or buffer
+// calls that drive members) ran: their kernels, device graphs, host waits and allocations, the
+// members' counters after less before. Calls that overlap, nested on one thread or on several
+// threads at once, make one window: the members are read when the first begins and when the last
+// ends, so their work is counted once, and lands when no call is running. The members' counters
+// cannot tell callers apart: work that someone else asks of a member directly while a window is
+// open (another client of SIM0, say) is counted here too. So the figures are exact when the
+// members are used only through this device, or not at the same time.
+class MemberWork {
+public:
+    explicit MemberWork(Device & d);
+    ~MemberWork();
+    MemberWork(const MemberWork &)             = delete;
+    MemberWork & operator=(const MemberWork &) = delete;
+
+private:
+    Device & d_;
 };
 
 // the all-GPU reg over reg's GPU devices, NULL where it has fewer than two (or is one itself)

@@ -57,22 +57,26 @@ const char * b_name(wsp_ggml_backend_t b) {
 }
 
 void b_free(wsp_ggml_backend_t b) {
+    MemberWork work(*ctx_of(b).device); // the device outlives its backends
     delete &ctx_of(b);
     delete b;
 }
 
 void b_set_async(wsp_ggml_backend_t b, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    MemberWork work(*ctx_of(b).device);
     ctx_of(b).device->forget(t);
     wsp_ggml_backend_tensor_set_async(ctx_of(b).main(), t, data, offset, size);
 }
 
 void b_get_async(wsp_ggml_backend_t b, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
+    MemberWork work(*ctx_of(b).device);
     wsp_ggml_backend_tensor_get_async(ctx_of(b).main(), t, data, offset, size);
 }
 
 // called on the destination's backend; the members' own copy does the work where it can
 bool b_cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggml_tensor * src,
                  wsp_ggml_tensor * dst) {
+    MemberWork         work(*ctx_of(dst_b).device);
     wsp_ggml_backend_t main = ctx_of(dst_b).main();
     if (main->iface.cpy_tensor_async == nullptr || !main->iface.cpy_tensor_async(main_of(src_b), main, src, dst)) {
         return false;
@@ -82,6 +86,7 @@ bool b_cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_g
 }
 
 wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
+    MemberWork      work(*ctx_of(b).device);
     wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
     for (wsp_ggml_backend_t m : ctx_of(b).members) {
         const wsp_ggml_status s = m->iface.synchronize ? m->iface.synchronize(m) : WSP_GGML_STATUS_SUCCESS;
@@ -116,7 +121,9 @@ bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * 
     tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
     tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
     const tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
-    if (!plan.ok()) {
+    if (plan.ok()) {
+        ++d.counters.plans_built; // its member graphs count as the runner builds them
+    } else {
         if (!plan.why_not.empty()) {
             d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +
                        "): its mat-muls split by rows, gathered after each");
@@ -130,8 +137,10 @@ bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * 
 // the graph over every member: tensor-parallel where it fits; otherwise spreadable weights read
 // through their shadows (rows per member, gathered) while it runs
 wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
-    BackendCtx &    c      = ctx_of(b);
+    BackendCtx &    c = ctx_of(b);
+    MemberWork      work(*c.device);
     wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
+    ++c.device->counters.graph_computes;
     if (try_tensor_parallel(c, g, &status)) {
         return status;
     }
@@ -163,6 +172,8 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
     }
     wsp_ggml_backend_sched_reset(c.sched); // the graph's nodes change from call to call
     status = wsp_ggml_backend_sched_graph_compute(c.sched, g);
+    // reset above, the scheduler planned the graph anew: its assignment and one graph per split
+    c.device->counters.plans_built += 1 + (uint64_t) wsp_ggml_backend_sched_get_n_splits(c.sched);
     for (auto & [node, weight] : swapped) {
         node->src[0] = weight;
     }
@@ -188,8 +199,9 @@ const wsp_ggml_backend_i backend_iface = {
 } // namespace
 
 wsp_ggml_backend_t backend_init(Device & d) {
-    auto c    = std::make_unique<BackendCtx>();
-    c->device = &d;
+    MemberWork work(d);
+    auto       c = std::make_unique<BackendCtx>();
+    c->device    = &d;
     for (wsp_ggml_backend_dev_t m : d.members) {
         wsp_ggml_backend_t mb = wsp_ggml_backend_dev_init(m, nullptr);
         if (mb == nullptr) {

@@ -42,6 +42,7 @@ Watched watched_of(wsp_ggml_backend_buffer_t b) {
 
 void w_free(wsp_ggml_backend_buffer_t b) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->forget_buffer(b); // shadows read this memory: they go first
     {
         std::lock_guard<std::mutex> lock(watched_mutex());
@@ -54,30 +55,35 @@ void w_free(wsp_ggml_backend_buffer_t b) {
 
 void w_memset(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, uint8_t v, size_t offset, size_t size) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->forget(t);
     w.original.memset_tensor(b, t, v, offset, size);
 }
 
 void w_set(wsp_ggml_backend_buffer_t b, wsp_ggml_tensor * t, const void * data, size_t offset, size_t size) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->forget(t);
     w.original.set_tensor(b, t, data, offset, size);
 }
 
 bool w_cpy(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * src, wsp_ggml_tensor * dst) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->forget(dst);
     return w.original.cpy_tensor != nullptr && w.original.cpy_tensor(b, src, dst);
 }
 
 void w_get(wsp_ggml_backend_buffer_t b, const wsp_ggml_tensor * t, void * data, size_t offset, size_t size) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->unshard(tp::root_of(t), false); // a sharded cache read from outside: made whole first
     w.original.get_tensor(b, t, data, offset, size);
 }
 
 void w_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->clear_caches(b, v); // a cleared cache stays sharded: its parts cleared alike
     w.device->forget_buffer(b, false);
     w.original.clear(b, v);
@@ -85,6 +91,7 @@ void w_clear(wsp_ggml_backend_buffer_t b, uint8_t v) {
 
 void w_reset(wsp_ggml_backend_buffer_t b) {
     const Watched w = watched_of(b);
+    MemberWork    work(*w.device);
     w.device->forget_buffer(b);
     if (w.original.reset != nullptr) {
         w.original.reset(b);
@@ -108,6 +115,7 @@ const char * buft_name(wsp_ggml_backend_buffer_type_t buft) {
 }
 
 wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
+    MemberWork                work(dev_of_buft(buft));
     wsp_ggml_backend_buffer_t b = wsp_ggml_backend_buft_alloc_buffer(main_buft(buft), size);
     if (b == nullptr) {
         return nullptr; // logged by the member
@@ -243,7 +251,16 @@ wsp_ggml_backend_dev_t reg_get(wsp_ggml_backend_reg_t reg, size_t i) {
     return i == 0 ? &static_cast<Device *>(reg->context)->dev : nullptr;
 }
 
-void * reg_proc(wsp_ggml_backend_reg_t, const char *) {
+// Note [all-GPU counters]
+void read_counters(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_counters * out) {
+    *out = dev_ctx(dev).counters.read();
+}
+
+void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
+    if (std::strcmp(name, COUNTERS_PROC) == 0) {
+        GetCountersFn fn = &read_counters; // the signature the public function calls
+        return reinterpret_cast<void *>(fn);
+    }
     return nullptr;
 }
 

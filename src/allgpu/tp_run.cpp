@@ -254,6 +254,7 @@ bool Runner::build(wsp_ggml_cgraph * g, const Plan & plan) {
             return false;
         }
         mb->graph = wsp_ggml_new_graph_custom(mb->ctx, n_graph, false);
+        ++device_.counters.plans_built; // a member graph (Note [all-GPU counters])
     }
     for (const auto & [r, L] : plan.layouts) { // caches this graph shards
         const Layout * kept = device_.cache_layout(r);

@@ -27,7 +27,9 @@ const char * backend_name(wsp_ggml_backend_t b) {
 }
 
 void backend_free(wsp_ggml_backend_t b) {
-    delete &ctx_of(b); // the stream drains its queue first
+    // the stream drains its queue first: a host wait (Note [sim counters])
+    ++ctx_of(b).device->counters.host_syncs;
+    delete &ctx_of(b);
     delete b;
 }
 
@@ -139,6 +141,7 @@ bool cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_ggm
 }
 
 wsp_ggml_status backend_sync(wsp_ggml_backend_t b) {
+    ++ctx_of(b).device->counters.host_syncs;
     const wsp_ggml_status status = ctx_of(b).stream->synchronize();
     if (ctx_of(b).device->sync_copy_failed.exchange(false)) {
         WSP_LOG_ERROR("%s: a synchronous copy to or from this device failed\n", backend_name(b));
@@ -305,6 +308,9 @@ bool run_graph(Backend & be, const std::shared_ptr<BoundGraph> & bgp, std::strin
 wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
     Backend *                   be = &ctx_of(b);
     std::shared_ptr<BoundGraph> bg = bind(*be->device, *be->stream, graph);
+    // counted when queued, as a launch is (Note [sim counters]): the bound nodes are the kernels
+    ++be->device->counters.graph_computes;
+    be->device->counters.kernel_launches += bg->nodes.size();
     be->stream->enqueue([be, bg](std::string & err) { return run_graph(*be, bg, err); });
     return WSP_GGML_STATUS_SUCCESS;
 }
@@ -315,7 +321,9 @@ void event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
 
 void event_wait(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
     if (device_of(e->device) == nullptr) {
-        // an event of another kind of device: wait for it on the host, in stream order
+        // an event of another kind of device: wait for it on the host, in stream order (a host wait
+        // of this call, counted here: the event's device may count none, Note [sim counters])
+        ++ctx_of(b).device->counters.host_syncs;
         wsp_ggml_backend_event_synchronize(e);
         return;
     }

@@ -134,6 +134,7 @@ wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t
         WSP_LOG_ERROR("%s: injected allocation fault: buffer of %zu bytes not allocated\n", dev.name.c_str(), size);
         return nullptr;
     }
+    ++dev.counters.device_allocs; // the arena is asked, whether or not it has room (Note [sim counters])
     void * base = dev.arena->allocate(size, ALIGNMENT);
     if (base == nullptr) {
         WSP_LOG_ERROR("%s: out of memory: cannot allocate %zu bytes (%.1f MiB); %zu of %zu bytes in use\n",
@@ -250,7 +251,8 @@ void dev_event_free(wsp_ggml_backend_dev_t, wsp_ggml_backend_event_t e) {
     delete e;
 }
 
-void dev_event_sync(wsp_ggml_backend_dev_t, wsp_ggml_backend_event_t e) {
+void dev_event_sync(wsp_ggml_backend_dev_t d, wsp_ggml_backend_event_t e) {
+    ++ctx_of(d).counters.host_syncs;
     static_cast<EventCtx *>(e->context)->event.synchronize();
 }
 
@@ -290,9 +292,18 @@ wsp_ggml_backend_dev_t reg_get(wsp_ggml_backend_reg_t, size_t i) {
 
 wsp_ggml_backend_buffer_type_t split_buffer_type(int main_device, const float * tensor_split);
 
+// Note [sim counters]
+void read_counters(wsp_ggml_backend_dev_t d, wsp_ggml_backend_counters * out) {
+    *out = ctx_of(d).counters.read();
+}
+
 void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
     if (std::strcmp(name, "wsp_ggml_backend_split_buffer_type") == 0) {
         return reinterpret_cast<void *>(&split_buffer_type);
+    }
+    if (std::strcmp(name, COUNTERS_PROC) == 0) {
+        GetCountersFn fn = &read_counters; // the signature the public function calls
+        return reinterpret_cast<void *>(fn);
     }
     return nullptr;
 }

@@ -8,6 +8,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-sim.h"
 
+#include "../backend/counters.h"
 #include "../core/log.h"
 
 #include "arena.h"
@@ -38,6 +39,8 @@ struct Device {
     // called on the stream thread before each kernel (tests hold a kernel there)
     std::atomic<wsp_ggml_backend_sim_kernel_hook> hook{ nullptr };
     std::atomic<void *>                           hook_data{ nullptr };
+    // what the device was asked to do (Note [sim counters])
+    Counters counters;
 
     // consume an injected fault of this kind (true once after injection)
     static bool take(std::atomic<bool> & flag) { return flag.exchange(false); }
@@ -48,6 +51,20 @@ struct Backend {
     std::unique_ptr<Stream> stream;
     std::vector<uint8_t>    work; // CPU-kernel scratch, used only on the stream thread
 };
+
+// Note [sim counters]: a sim counts what a GPU would be asked to do (Note [counters]), on the host
+// thread that asks it, so that counts are exact whatever the streams are doing:
+//  - kernels when a graph is queued: one per node the stream will run (its bound nodes; no-op
+//    views, reshapes, permutes, transposes, NONE and empty nodes are not kernels), as a GPU counts
+//    a launch when it is queued, whether or not the kernel then fails;
+//  - host waits: backend synchronize, backend free (its stream drains first), event synchronize,
+//    and event_wait on an event of another kind of device (the host waits for it in the call).
+//    Synchronous buffer set/get/memset/copy/clear do not wait for the streams (they move the bytes
+//    at once; the happens-before checker, not a wait, says whether they were ordered), so they
+//    count none;
+//  - allocations: each buffer the arena is asked for, one it has no room for too (as a failed
+//    cudaMalloc is counted); an injected allocation fault refuses before the arena is asked;
+//  - no device graphs and no plans: those stay 0.
 
 // the context of a sim event (wsp_ggml_backend_event::context)
 struct EventCtx {
