@@ -5,6 +5,7 @@
 // devices next to sim devices in one scheduler (each waits only on events it can wait on).
 // Skipped without a GPU.
 
+#include "ggml-counters.h"
 #include "ggml-cuda.h"
 #include "ggml-sim.h"
 #include "model/whisper_encoder.h"
@@ -12,6 +13,9 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 namespace wsp::test {
 namespace {
@@ -42,8 +46,23 @@ model::EncoderConfig config(bool flash) {
     return cfg;
 }
 
-// the encoder's layers over the GPU backends of `be` (all but the CPU, last), in turn
-void run_encoder(CudaBackends & be, bool parallel, bool split_weights, int evaluations = 4, bool overlapped = false) {
+// what the GPU devices of `be` were asked to do so far, summed (Note [counters])
+wsp_ggml_backend_counters gpu_counters(const CudaBackends & be) {
+    wsp_ggml_backend_counters sum{};
+    for (size_t i = 0; i + 1 < be.all.size(); ++i) {
+        wsp_ggml_backend_counters c{};
+        wsp_ggml_backend_dev_get_counters(wsp_ggml_backend_get_device(be.all[i]), &c);
+        for (size_t f = 0; f < sizeof(c) / sizeof(uint64_t); ++f) {
+            (&sum.graph_computes)[f] += (&c.graph_computes)[f];
+        }
+    }
+    return sum;
+}
+
+// the encoder's layers over the GPU backends of `be` (all but the CPU, last), in turn; with
+// `counts`, what the GPUs did in each evaluation (synchronized ones)
+void run_encoder(CudaBackends & be, bool parallel, bool split_weights, int evaluations = 4, bool overlapped = false,
+                 std::vector<wsp_ggml_backend_counters> * counts = nullptr) {
     const int                                   n   = (int) be.all.size() - 1;
     model::EncoderConfig                        cfg = config(false);
     model::EncoderWeights                       w(cfg);
@@ -77,7 +96,15 @@ void run_encoder(CudaBackends & be, bool parallel, bool split_weights, int evalu
             wsp_ggml_backend_tensor_get_async(wsp_ggml_backend_sched_get_tensor_backend(s, out), out,
                                               outs.back().data(), 0, wsp_ggml_nbytes(out));
         } else {
+            const wsp_ggml_backend_counters before = gpu_counters(be);
             ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(s, g), WSP_GGML_STATUS_SUCCESS);
+            if (counts != nullptr) {
+                wsp_ggml_backend_counters c = gpu_counters(be);
+                for (size_t f = 0; f < sizeof(c) / sizeof(uint64_t); ++f) {
+                    (&c.graph_computes)[f] -= (&before.graph_computes)[f];
+                }
+                counts->push_back(c);
+            }
             wsp_ggml_backend_tensor_get(out, outs.back().data(), 0, wsp_ggml_nbytes(out));
         }
     }
@@ -123,9 +150,15 @@ TEST(CudaSched, EncoderSplitWeights) {
 // backend and then replayed; overlapped evaluations rotate through the copies, one recording each
 TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
     REQUIRE_GPU();
-    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1); // read when a backend is made
+    const char *      env = std::getenv("WSP_GGML_CUDA_GRAPHS"); // read when a backend is made
+    const std::string was = env != nullptr ? env : "";
+    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1);
     CudaBackends be;
-    unsetenv("WSP_GGML_CUDA_GRAPHS");
+    if (env != nullptr) {
+        setenv("WSP_GGML_CUDA_GRAPHS", was.c_str(), 1);
+    } else {
+        unsetenv("WSP_GGML_CUDA_GRAPHS");
+    }
     int once = 0;
     {
         LogCapture log;
@@ -145,6 +178,32 @@ TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
         LogCapture log;
         run_encoder(be, true, false, 8, true);
         EXPECT_FALSE(log.contains("cannot be recorded")) << log.text();
+    }
+}
+
+// Note [CUDA graphs]: with split weights every split calls its backend with a graph of its own,
+// dozens per evaluation, in the same order every evaluation: the cache keeps them all, so from
+// the second evaluation on every split replays its recording (the cache does not thrash)
+TEST(CudaSched, EverySplitReplaysFromTheSecondEvaluation) {
+    REQUIRE_GPU();
+    const char *      env = std::getenv("WSP_GGML_CUDA_GRAPHS"); // read when a backend is made
+    const std::string was = env != nullptr ? env : "";
+    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1);
+    CudaBackends be;
+    if (env != nullptr) {
+        setenv("WSP_GGML_CUDA_GRAPHS", was.c_str(), 1);
+    } else {
+        unsetenv("WSP_GGML_CUDA_GRAPHS");
+    }
+    std::vector<wsp_ggml_backend_counters> counts;
+    run_encoder(be, true, true, 4, false, &counts);
+    ASSERT_EQ(counts.size(), 4u);
+    EXPECT_GE(counts[0].graph_computes, 8u); // split weights: several graphs per evaluation
+    for (size_t it = 1; it < counts.size(); ++it) {
+        EXPECT_EQ(counts[it].graph_captures, 0u) << "evaluation " << it;
+        EXPECT_EQ(counts[it].kernel_launches, 0u) << "evaluation " << it;
+        EXPECT_EQ(counts[it].graph_replays, counts[it].graph_computes) << "evaluation " << it;
+        EXPECT_EQ(counts[it].device_allocs, 0u) << "evaluation " << it;
     }
 }
 

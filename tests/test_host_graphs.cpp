@@ -292,6 +292,69 @@ TEST_F(HostRuntime, RaceCheckerWatchesStreams) {
     EXPECT_EQ(cudaFree(dev), cudaSuccess);
 }
 
+// Note [graph update]: an exec takes the parameters of a graph of the same nodes (kernels may
+// change their arguments, copies theirs) and its next launches run them; launches queued before
+// keep what they had; a graph of other nodes, or one holding graph memory, is refused
+TEST_F(HostRuntime, GraphExecUpdate) {
+    const unsigned n = 64;
+    TestStream     s;
+    int *          out = nullptr;
+    ASSERT_EQ(cudaMalloc((void **) &out, 2 * n * sizeof(int)), cudaSuccess);
+    // records "fill out[base..base+n) with value, then copy it to the host"
+    auto record = [&](int * base, int value, int * host, bool extra) {
+        const void * pointers[] = { base };
+        auto         body       = [base, value] { base[blockIdx.x * blockDim.x + threadIdx.x] = value; };
+        EXPECT_EQ(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        EXPECT_EQ(ht::launch_kernel(s.s, dim3(2), dim3(n / 2), 0, pointers, 1, body, "fill"), cudaSuccess);
+        if (extra) {
+            EXPECT_EQ(ht::launch_kernel(s.s, dim3(2), dim3(n / 2), 0, pointers, 1, body, "fill"), cudaSuccess);
+        }
+        EXPECT_EQ(cudaMemcpyAsync(host, base, n * sizeof(int), cudaMemcpyDeviceToHost, s.s), cudaSuccess);
+        cudaGraph_t g = nullptr;
+        EXPECT_EQ(cudaStreamEndCapture(s.s, &g), cudaSuccess);
+        return g;
+    };
+    int * host_a = nullptr;
+    int * host_b = nullptr;
+    ASSERT_EQ(cudaMallocHost((void **) &host_a, n * sizeof(int)), cudaSuccess);
+    ASSERT_EQ(cudaMallocHost((void **) &host_b, n * sizeof(int)), cudaSuccess);
+    cudaGraph_t     first = record(out, 1, host_a, false);
+    cudaGraphExec_t exec  = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, first, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s.s), cudaSuccess); // queued before the update: fills with 1
+
+    cudaGraph_t                   second = record(out + n, 2, host_b, false);
+    cudaGraphExecUpdateResultInfo info{};
+    ASSERT_EQ(cudaGraphExecUpdate(exec, second, &info), cudaSuccess);
+    EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+    for (unsigned i = 0; i < n; ++i) {
+        ASSERT_EQ(host_a[i], 1) << i;
+        ASSERT_EQ(host_b[i], 2) << i;
+    }
+
+    cudaGraph_t other = record(out, 3, host_a, true); // one more kernel: another topology
+    EXPECT_EQ(cudaGraphExecUpdate(exec, other, &info), cudaErrorGraphExecUpdateFailure);
+    EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorGraphExecUpdateFailure);
+    EXPECT_EQ(cudaGraphExecUpdate(exec, second, nullptr), cudaErrorInvalidValue);
+    (void) cudaGetLastError();
+    // the refused update left the exec as it was
+    std::memset(host_b, 0, n * sizeof(int));
+    ASSERT_EQ(cudaGraphLaunch(exec, s.s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+    EXPECT_EQ(host_b[0], 2);
+
+    EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+    for (cudaGraph_t g : { first, second, other }) {
+        EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);
+    }
+    EXPECT_EQ(cudaFree(out), cudaSuccess);
+    EXPECT_EQ(cudaFreeHost(host_a), cudaSuccess);
+    EXPECT_EQ(cudaFreeHost(host_b), cudaSuccess);
+}
+
 TEST_F(HostRuntime, KernelLaunches) {
     const unsigned blocks = 3, threads = 64, n = blocks * threads;
     TestStream     s;

@@ -129,6 +129,7 @@ wsp_ggml_status synchronize(wsp_ggml_backend_t b) {
         return WSP_GGML_STATUS_SUCCESS;
     }
     DeviceGuard guard(ctx.physical);
+    ctx.graphs->evaluation_ended(); // Note [CUDA graphs]
     return WSP_CUDA_WAIT(cudaStreamSynchronize(ctx.stream_owner.get()), ctx.index) ? WSP_GGML_STATUS_SUCCESS
                                                                                    : WSP_GGML_STATUS_FAILED;
 }
@@ -152,7 +153,10 @@ bool launch_nodes(wsp_ggml_backend_t b, LaunchCtx & lc, wsp_ggml_cgraph * graph)
             return false;
         }
         if (!e->launch(lc, node)) {
-            WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node), describe(node).c_str());
+            if (lc.scratch().short_by() == 0) { // else a recording waits for the arena (Note [CUDA graphs])
+                WSP_LOG_ERROR("%s: %s failed for %s\n", backend_name(b), wsp_ggml_op_desc(node),
+                              describe(node).c_str());
+            }
             return false;
         }
     }
@@ -174,7 +178,7 @@ wsp_ggml_status graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * graph) {
     }
 #endif
     LaunchCtx lc{ ctx.index, ctx.physical, stream, ctx };
-    switch (ctx.graphs->run(stream, graph, [&] { return launch_nodes(b, lc, graph); })) {
+    switch (ctx.graphs->run(stream, graph, *ctx.scratch, [&] { return launch_nodes(b, lc, graph); })) {
         case GraphCache::Result::REPLAYED:
         case GraphCache::Result::RECORDED: return WSP_GGML_STATUS_SUCCESS;
         case GraphCache::Result::FAILED: return WSP_GGML_STATUS_FAILED;
@@ -193,7 +197,9 @@ void event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
 
 void event_wait(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
     if (e->device == nullptr || wsp_ggml_backend_dev_backend_reg(e->device) != reg()) {
-        // not a CUDA event (a sim device's, say): the stream cannot wait on it, the host does
+        // not a CUDA event (a sim device's, say): the stream cannot wait on it, the host does (a
+        // host wait of this device's call, counted here too: Note [counters])
+        ++counters(backend_ctx(b).index).host_syncs;
         wsp_ggml_backend_event_synchronize(e);
         return;
     }
@@ -236,7 +242,7 @@ cublasHandle_t BackendCtx::blas() {
 #    if WSP_GPU_BLAS_SET_WORKSPACE
         // a workspace of our own: cuBLAS then allocates nothing during a CUDA graph capture
         constexpr size_t WORKSPACE = (size_t) 32 << 20;
-        blas_workspace             = alloc_device(physical, WORKSPACE, "the cuBLAS workspace");
+        blas_workspace             = alloc_device(index, WORKSPACE, "the cuBLAS workspace");
         DeviceGuard guard(physical);
         if (h && (!blas_workspace ||
                   !WSP_CUBLAS_OK(cublasSetWorkspace(h.get(), blas_workspace.get(), WORKSPACE), physical))) {
@@ -300,6 +306,7 @@ wsp_ggml_backend_t backend_init(int index) {
     auto * ctx    = new BackendCtx{};
     ctx->index    = index;
     ctx->physical = physical_of(index);
+    ctx->scratch  = std::make_unique<ScratchArena>(index, ctx->physical);
     ctx->graphs   = std::make_unique<GraphCache>(index, ctx->physical);
     return new wsp_ggml_backend{ &cuda_guid, backend_iface, device(index), ctx };
 }

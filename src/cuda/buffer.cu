@@ -93,7 +93,7 @@ const char * buft_name(wsp_ggml_backend_buffer_type_t buft) {
 
 wsp_ggml_backend_buffer_t buft_alloc(wsp_ggml_backend_buffer_type_t buft, size_t size) {
     const int    index = static_cast<BuftCtx *>(buft->context)->index;
-    DeviceMemory mem   = alloc_device(physical_of(index), size, "a buffer");
+    DeviceMemory mem   = alloc_device(index, size, "a buffer");
     if (!mem) {
         return nullptr;
     }

@@ -23,9 +23,9 @@ std::string pci_bus_id(int dev) {
 
 // Note [peer access]: enabled once for every pair the hardware allows, never toggled per batch;
 // copies between devices without it go through cudaMemcpyPeerAsync, which stages through the host.
-// cudaDeviceEnablePeerAccess covers cudaMalloc memory only: memory of a stream-ordered pool (our
-// buffers, Note [memory pool]) is reachable from a peer once the pool grants it, so device a is
-// also given read-write access to b's default pool.
+// cudaDeviceEnablePeerAccess covers cudaMalloc memory (our buffers) only: memory of a stream-ordered
+// pool (scratch, Note [memory pool]) is reachable from a peer once the pool grants it, so device a
+// is also given read-write access to b's default pool.
 bool grant_pool_access(int a, int b) {
     if (!g_pools[(size_t) b]) {
         return true;

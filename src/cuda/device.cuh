@@ -28,8 +28,8 @@ const std::vector<DeviceInfo> & devices();
 // and its memory pool's, Note [peer access])
 bool peer_access(int a, int b);
 
-// does the physical device have stream-ordered memory pools (cudaMallocAsync); without them
-// memory comes from cudaMalloc (Note [memory pool])
+// does the physical device have stream-ordered memory pools (cudaMallocAsync); without them (or
+// with WSP_GGML_CUDA_POOLS=0, pools_wanted) scratch comes from cudaMalloc (Note [memory pool])
 bool pools_supported(int physical);
 
 // N of WSP_GGML_CUDA_VIRTUAL_DEVICES=N (N >= 1), or 0 when it is unset, 0 or not a number

@@ -28,8 +28,9 @@ struct BackendCtx {
     DeviceMemory blas_workspace; // given to cuBLAS so that its calls can be captured
     BlasHandle   blas_owner;     // after its workspace: destroyed before it is freed
 #endif
-    Event                       copy_done; // recorded after an outgoing device-to-device copy
-    std::unique_ptr<GraphCache> graphs;    // Note [CUDA graphs]
+    Event                         copy_done; // recorded after an outgoing device-to-device copy
+    std::unique_ptr<ScratchArena> scratch;   // Note [scratch arena]; freed before the stream
+    std::unique_ptr<GraphCache>   graphs;    // Note [CUDA graphs]
 
     // null when the stream cannot be created (logged)
     cudaStream_t stream();

@@ -15,6 +15,8 @@ struct LaunchCtx {
     int          physical; // CUDA device id
     cudaStream_t stream;
     BackendCtx & backend;
+
+    ScratchArena & scratch() { return *backend.scratch; } // Note [scratch arena]
 };
 
 struct OpEntry {

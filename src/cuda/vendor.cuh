@@ -18,6 +18,7 @@
 //   wsp::gpu::enqueue_kernel(kernel, grid, block, shmem, stream, args...)   the one kernel launch
 //                                                           (through wsp::gpu::launch, counters.cuh)
 //   wsp::gpu::mma_m16n8k16_f32_f16(d, a, b0, b1)            one warp's tensor-core tile
+//   wsp::gpu::graph_exec_update(exec, graph)                a graph's parameters into an exec
 //   wsp::gpu::note_accesses(stream, node)                   the bytes a node's kernels touch (false:
 //                                                           memory the device cannot reach)
 // Kernels and runtime code test these feature names, never the vendor.

@@ -213,6 +213,14 @@ __device__ __forceinline__ void mma_m16n8k16_f32_f16(float (&)[4], const uint32_
     __builtin_trap();
 }
 
+// the exec takes the graph's parameters where their topologies match (HIP's signature names the
+// node that differs; CUDA 12's a result struct)
+inline cudaError_t graph_exec_update(cudaGraphExec_t exec, cudaGraph_t graph) {
+    hipGraphNode_t           node   = nullptr;
+    hipGraphExecUpdateResult result = hipGraphExecUpdateSuccess;
+    return hipGraphExecUpdate(exec, graph, &node, &result);
+}
+
 // a GPU runs what it is given: nothing watches the accesses
 inline bool note_accesses(cudaStream_t, const wsp_ggml_tensor *) {
     return true;

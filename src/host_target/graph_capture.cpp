@@ -228,6 +228,54 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t * exec, cudaGraph_t graph, unsi
     return cudaSuccess;
 }
 
+namespace {
+
+// Note [graph update]: an exec takes a new graph's parameters when the graphs have the same
+// nodes in the same order: a kernel may change its function, grid and arguments, a copy or a fill
+// its parameters (the same call), an event node its event; memory nodes cannot be updated (CUDA
+// refuses changed allocations; here any graph with one is refused, stricter). CUDA's topology is
+// a DAG; a capture here is a sequence, so the same sequence of node kinds is the same topology.
+cudaGraphExecUpdateResult update_result(const std::vector<Command> & old_nodes,
+                                        const std::vector<Command> & new_nodes) {
+    if (old_nodes.size() != new_nodes.size()) {
+        return cudaGraphExecUpdateErrorTopologyChanged;
+    }
+    auto is_kernel = [](const Command & c) { return c.what.rfind("kernel ", 0) == 0; };
+    auto is_memory = [](const Command & c) { return c.what.rfind("graph memory ", 0) == 0; };
+    for (size_t i = 0; i < old_nodes.size(); ++i) {
+        const Command & a = old_nodes[i];
+        const Command & b = new_nodes[i];
+        if (is_memory(a) || is_memory(b)) {
+            return cudaGraphExecUpdateErrorNotSupported;
+        }
+        if (is_kernel(a) != is_kernel(b) || (!is_kernel(a) && a.what != b.what)) {
+            return cudaGraphExecUpdateErrorNodeTypeChanged;
+        }
+    }
+    return cudaGraphExecUpdateSuccess;
+}
+
+} // namespace
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo * result_info) {
+    if (result_info == nullptr) {
+        return set_last(cudaErrorInvalidValue);
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_execs.count(exec) == 0 || g_graphs.count(graph) == 0) {
+        return set_last(cudaErrorInvalidResourceHandle);
+    }
+    std::lock_guard<std::mutex> exec_lock(exec->mutex);
+    *result_info = { update_result(exec->nodes, graph->nodes), nullptr, nullptr };
+    if (result_info->result != cudaGraphExecUpdateSuccess) {
+        return set_last(cudaErrorGraphExecUpdateFailure);
+    }
+    // launches already queued keep what they were given (each queued its own copy of the nodes)
+    exec->nodes  = graph->nodes;
+    exec->memory = graph->memory;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     cudaError_t err = cudaSuccess;
     auto        s   = resolve(stream, &err);
@@ -246,7 +294,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
         capturing = s->capture != nullptr;
     }
     // launches of one exec run one after another, whatever their streams (as CUDA orders them)
-    std::shared_ptr<Slot> previous, done;
+    std::shared_ptr<Slot>        previous, done;
+    std::vector<Command>         nodes;
+    std::shared_ptr<GraphMemory> memory;
+    {
+        std::lock_guard<std::mutex> lock(exec->mutex); // against a concurrent cudaGraphExecUpdate
+        nodes  = exec->nodes;
+        memory = exec->memory;
+    }
     if (!capturing) {
         std::lock_guard<std::mutex> lock(exec->mutex);
         previous          = exec->last_launch;
@@ -259,10 +314,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
                        } });
         }
     }
-    for (const Command & node : exec->nodes) {
-        Run run = [run = node.run, memory = exec->memory](const Exec & x, std::string & message) {
-            return run(x, message);
-        };
+    for (const Command & node : nodes) {
+        Run run = [run = node.run, memory](const Exec & x, std::string & message) { return run(x, message); };
         if (const cudaError_t e = s->submit({ node.what + " (graph replay)", std::move(run) }); e != cudaSuccess) {
             return set_last(e);
         }

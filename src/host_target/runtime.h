@@ -42,6 +42,7 @@ enum cudaError : int {
     cudaErrorStreamCaptureImplicit       = 906,
     cudaErrorCapturedEvent               = 907,
     cudaErrorStreamCaptureWrongThread    = 908,
+    cudaErrorGraphExecUpdateFailure      = 910,
     cudaErrorUnknown                     = 999,
 };
 typedef enum cudaError cudaError_t;
@@ -51,6 +52,7 @@ typedef struct CUstream_st *        cudaStream_t;
 typedef struct CUevent_st *         cudaEvent_t;
 typedef struct CUgraph_st *         cudaGraph_t;
 typedef struct CUgraphExec_st *     cudaGraphExec_t;
+typedef struct CUgraphNode_st *     cudaGraphNode_t; // never made here: update results name no node
 typedef struct CUmemPoolHandle_st * cudaMemPool_t;
 typedef struct cudaArray *          cudaArray_t; // never created here; copies require it null
 typedef void (*cudaHostFn_t)(void * user_data);
@@ -88,6 +90,24 @@ enum cudaStreamCaptureStatus {
     cudaStreamCaptureStatusNone        = 0,
     cudaStreamCaptureStatusActive      = 1,
     cudaStreamCaptureStatusInvalidated = 2,
+};
+
+enum cudaGraphExecUpdateResult {
+    cudaGraphExecUpdateSuccess                        = 0,
+    cudaGraphExecUpdateError                          = 1,
+    cudaGraphExecUpdateErrorTopologyChanged           = 2,
+    cudaGraphExecUpdateErrorNodeTypeChanged           = 3,
+    cudaGraphExecUpdateErrorFunctionChanged           = 4,
+    cudaGraphExecUpdateErrorParametersChanged         = 5,
+    cudaGraphExecUpdateErrorNotSupported              = 6,
+    cudaGraphExecUpdateErrorUnsupportedFunctionChange = 7,
+    cudaGraphExecUpdateErrorAttributesChanged         = 8,
+};
+
+struct cudaGraphExecUpdateResultInfo {
+    enum cudaGraphExecUpdateResult result;
+    cudaGraphNode_t                errorNode;
+    cudaGraphNode_t                errorFromNode;
 };
 
 enum cudaMemPoolAttr {
@@ -270,5 +290,6 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode * mode);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo * result_info);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);

@@ -43,7 +43,7 @@ bool wsp_ggml_backend_sched::alloc_splits() {
     prev_leaf_backend_ids = leaf_backend_ids;
 
     if (!changed && wsp_ggml_gallocr_alloc_graph(galloc, &graph)) {
-        return placed_where_computed(*this);
+        return placed_where_computed(*this) && reserve_stages();
     }
     // a new plan may move the inputs of work still queued: let every backend finish first
     for (int b = 0; b < n_backends; ++b) {
@@ -55,5 +55,5 @@ bool wsp_ggml_backend_sched::alloc_splits() {
         prev_node_backend_ids.clear(); // plan again next time
         return false;
     }
-    return placed_where_computed(*this);
+    return placed_where_computed(*this) && reserve_stages();
 }

@@ -1,6 +1,7 @@
 // Running the splits. Before a split runs on backend B, B waits for what it must come after
-// (Note [split waits]), then each input is copied into B's copy of it: a user input
-// synchronously (the caller may overwrite its data once compute returns), any other input
+// (Note [split waits]), then each input is copied into B's copy of it: a user input through
+// pinned memory (Note [staged inputs]) or synchronously (the caller may overwrite its data once
+// compute returns), any other input
 // asynchronously on the source's stream where the backends can. B computes its nodes, then the
 // other devices' rows of a split mul_mat land in the node this split completes. The eval
 // callback, when set, sees the user's nodes as they complete and can stop the evaluation.
@@ -74,6 +75,9 @@ void copy_input(Sched & s, int b, wsp_ggml_tensor * input) {
     wsp_ggml_tensor *        cpy         = s.copy_of(s.slot(input), b, s.cur_copy);
     wsp_ggml_backend_event_t free_slot   = copy_slot_free(s, b);
     if (input->flags & WSP_GGML_TENSOR_FLAG_INPUT) {
+        if (s.stage_input(b, input, cpy)) {
+            return;
+        }
         host_wait(s, b, free_slot);
         wsp_ggml_backend_tensor_copy(input, cpy);
         return;
@@ -213,6 +217,7 @@ wsp_ggml_status run_split(Sched & s, wsp::sched::Split & sp, bool & stop) {
 
 wsp_ggml_status wsp_ggml_backend_sched::compute_splits() {
     apply_edits(); // undone by synchronize_all; the backends bind what they queue
+    ++evaluations;
     // what the caller queued since the last evaluation (reads of its outputs) counts as progress
     for (int b = 0; b < n_backends; ++b) {
         mark_progress(*this, b);
@@ -256,6 +261,7 @@ wsp_ggml_status wsp_ggml_backend_sched::synchronize_all() {
         sync_backend(b);
     }
     restore_edits();
+    stages_settled();
     cur_copy                     = 0;
     const wsp_ggml_status result = pending_status;
     pending_status               = WSP_GGML_STATUS_SUCCESS;

@@ -257,6 +257,7 @@ void wsp_ggml_backend_sched_free(wsp_ggml_backend_sched_t sched) {
         return;
     }
     sched->synchronize_all();
+    sched->free_stages();
     sched->clear_state(); // restores the sources of the last graph
     for (const auto * list : { &sched->progress, &sched->ready, &sched->done }) {
         for (wsp_ggml_backend_event_t e : *list) {

@@ -51,6 +51,14 @@ struct SplitMulMat {
     std::vector<Gather> gathers;
 };
 
+// the pinned memory user inputs of one backend and copy slot are staged in (Note [staged inputs])
+struct Stage {
+    wsp_ggml_backend_buffer_t buffer     = nullptr; // the device's host buffer type; owned
+    size_t                    used       = 0;       // bytes handed out in `evaluation`
+    uint64_t                  evaluation = 0;       // the evaluation `used` counts for
+    bool                      busy       = false;   // copies read it that no synchronize has seen end
+};
+
 // Tensor structs the scheduler creates (input copies, dependency views), in contexts that are
 // added as needed and reused after a reset.
 class TensorPool {
@@ -86,6 +94,10 @@ struct wsp_ggml_backend_sched {
     std::vector<wsp_ggml_backend_event_t> progress; // [backend]: after every split
     std::vector<wsp_ggml_backend_event_t> ready;    // [backend]: before a split's copies and compute
     std::vector<wsp_ggml_backend_event_t> done;     // [backend * n_copies + copy]: end of an evaluation
+
+    // Note [staged inputs] (stage.cpp)
+    std::vector<wsp::sched::Stage> stages;          // [backend * n_copies + copy]
+    uint64_t                       evaluations = 0; // compute_splits calls so far
 
     // per-tensor state, indexed by hash slot
     std::vector<wsp_ggml_tensor *> hash_keys;
@@ -179,7 +191,13 @@ struct wsp_ggml_backend_sched {
     bool              split_graph(wsp_ggml_cgraph * graph);     // split.cpp
     bool              alloc_splits();                           // alloc.cpp
     wsp_ggml_status   compute_splits();                         // compute.cpp
-    wsp_ggml_status   synchronize_all();                        // compute.cpp
+    bool              reserve_stages();                         // stage.cpp: pinned memory for the user inputs
+    // the user input's bytes copied into cpy on backend b through pinned memory (Note [staged
+    // inputs]); false when it cannot be, and nothing was done
+    bool            stage_input(int b, wsp_ggml_tensor * input, wsp_ggml_tensor * cpy);
+    void            stages_settled(); // every backend synchronized: nothing reads the stages
+    void            free_stages();
+    wsp_ggml_status synchronize_all(); // compute.cpp
     // wait for one backend; a failure of its async work is kept for synchronize_all to report
     void            sync_backend(int b);
     wsp_ggml_status pending_status = WSP_GGML_STATUS_SUCCESS;

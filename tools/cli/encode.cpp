@@ -247,14 +247,26 @@ private:
 };
 
 // one untimed warm-up evaluation (one-time copies: weights spread at first use), then the timed runs
-Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int runs, wsp_ggml_backend_dev_t dev0) {
-    Timing   t;
-    Progress progress(runs);
+Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int runs,
+                const std::vector<wsp_ggml_backend_dev_t> & devs) {
+    wsp_ggml_backend_dev_t dev0 = devs[0];
+    Timing                 t;
+    Progress               progress(runs);
     t.runs = runs;
     progress.show("warm-up ...");
     t.ok                = wsp_ggml_backend_sched_graph_compute(sched, graph) == WSP_GGML_STATUS_SUCCESS;
     const size_t copied = wsp_ggml_backend_sim_bytes_copied(); // sims count what moves between devices
     const auto   tp0    = wsp_ggml_backend_all_gpu_get_traffic(dev0);
+    // the devices and an all-GPU device's members, as counted before the timed runs
+    for (wsp_ggml_backend_dev_t d : devs) {
+        t.counters.push_back({ d, {} });
+        for (size_t m = 0; m < wsp_ggml_backend_all_gpu_member_count(d); ++m) {
+            t.counters.push_back({ wsp_ggml_backend_all_gpu_member(d, m), {} });
+        }
+    }
+    for (auto & [d, c] : t.counters) {
+        wsp_ggml_backend_dev_get_counters(d, &c);
+    }
     for (int r = 0; r < runs && t.ok; ++r) {
         char line[128];
         if (r == 0) {
@@ -268,6 +280,15 @@ Timing evaluate(wsp_ggml_backend_sched_t sched, wsp_ggml_cgraph * graph, int run
         const double ms  = (wsp_ggml_time_us() - t0) / 1000.0;
         t.best_ms        = std::min(t.best_ms, ms);
         t.total_ms += ms;
+    }
+    for (auto & [d, c] : t.counters) {
+        wsp_ggml_backend_counters now{};
+        wsp_ggml_backend_dev_get_counters(d, &now);
+        uint64_t *       before = &c.graph_computes;
+        const uint64_t * after  = &now.graph_computes;
+        for (size_t f = 0; f < sizeof(c) / sizeof(uint64_t); ++f) {
+            before[f] = after[f] - before[f];
+        }
     }
     t.moved       = (double) (wsp_ggml_backend_sim_bytes_copied() - copied) / runs;
     const auto tp = wsp_ggml_backend_all_gpu_get_traffic(dev0);
@@ -293,11 +314,11 @@ int check_result(const EncoderWeights & w, const std::vector<float> & input, con
 // runs the allocated graph and reports; 0, 1 (compute failed) or 2 (check failed)
 int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggml_backend_sched_t sched,
                 const std::vector<wsp_ggml_backend_t> & backends, wsp_ggml_cgraph * graph, wsp_ggml_tensor * mel,
-                wsp_ggml_backend_dev_t dev0, EncodeReport & report) {
+                const std::vector<wsp_ggml_backend_dev_t> & devs, EncodeReport & report) {
     const std::vector<float> input = wsp::model::random_mel(o.cfg, 42);
     wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
     wsp_ggml_tensor * out = wsp_ggml_graph_node(graph, -1);
-    const Timing      t   = evaluate(sched, graph, o.runs, dev0);
+    const Timing      t   = evaluate(sched, graph, o.runs, devs);
     if (!t.ok) {
         std::fprintf(stderr, "compute failed\n");
         return 1;
@@ -328,7 +349,7 @@ int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggm
     }
     report.graph(g);
     report.result(r);
-    report.timing(t, dev0);
+    report.timing(t, devs[0]);
     return o.check ? check_result(weights, input, y, report) : 0;
 }
 
@@ -355,7 +376,7 @@ int build_and_run(const EncodeOptions & o, const std::vector<wsp_ggml_backend_de
     if (sched == nullptr || !wsp_ggml_backend_sched_alloc_graph(sched, graph)) {
         std::fprintf(stderr, "cannot allocate the compute graph\n");
     } else {
-        rc = run_encoder(o, weights, sched, backends, graph, mel, devs[0], report);
+        rc = run_encoder(o, weights, sched, backends, graph, mel, devs, report);
     }
     wsp_ggml_backend_sched_free(sched);
     wsp_ggml_free(ctx);

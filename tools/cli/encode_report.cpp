@@ -126,6 +126,42 @@ void EncodeReport::timing(const Timing & t, wsp_ggml_backend_dev_t dev0) {
             .end_object();
     }
     moved(t, dev0);
+    counters(t);
+}
+
+// the counters per evaluation, of the devices that count (the CPU reads zeros and is left out)
+void EncodeReport::counters(const Timing & t) {
+    static const char * names[] = { "graph_computes", "kernel_launches", "graph_captures", "graph_replays",
+                                    "host_syncs",     "device_allocs",   "plans_built" };
+    bool                any     = false;
+    for (const auto & [dev, c] : t.counters) {
+        const uint64_t * v = &c.graph_computes;
+        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_CPU) {
+            continue;
+        }
+        if (!any) {
+            if (o_.json) {
+                j_.key("counters").begin_object().field("per", "evaluation");
+            }
+            any = true;
+        }
+        if (o_.json) {
+            j_.key(wsp_ggml_backend_dev_name(dev)).begin_object();
+            for (size_t f = 0; f < 7; ++f) {
+                j_.field(names[f], (double) v[f] / t.runs);
+            }
+            j_.end_object();
+            continue;
+        }
+        std::printf("counters: %s per evaluation:", wsp_ggml_backend_dev_name(dev));
+        for (size_t f = 0; f < 7; ++f) {
+            std::printf(" %s %g", names[f], (double) v[f] / t.runs);
+        }
+        std::printf("\n");
+    }
+    if (any && o_.json) {
+        j_.end_object();
+    }
 }
 
 // What moved between the sims, and for --mode all what each member holds and the bound of tensor

@@ -10,6 +10,7 @@
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
+#include "ggml-counters.h"
 
 #include <cstdint>
 #include <string>
@@ -24,6 +25,9 @@ struct Timing {
     double                           best_ms = 1e30, total_ms = 0.0;
     double                           moved = 0.0; // bytes to, from and between sim devices per timed evaluation
     wsp_ggml_backend_all_gpu_traffic tp{};        // an all-GPU device's tensor-parallel traffic, per evaluation
+    // what each device (and an all-GPU device's members) was asked to do over the timed runs
+    // (Note [counters] in src/backend/counters.h); reported per evaluation
+    std::vector<std::pair<wsp_ggml_backend_dev_t, wsp_ggml_backend_counters>> counters;
 };
 
 struct GraphFigures {
@@ -63,6 +67,7 @@ public:
 
 private:
     void moved(const Timing & t, wsp_ggml_backend_dev_t dev0);
+    void counters(const Timing & t);
 
     const EncodeOptions & o_;
     JsonWriter            j_;

@@ -131,7 +131,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     }
     plan_chunks(p, n_qblocks * p.n_head * p.ne3, mma ? fa::MMA_BLOCK_K : fa::VEC_BLOCK_K, mma ? 2 : 1, dev.sm_count);
 
-    Scratch parts(ctx.physical, ctx.stream,
+    Scratch parts(ctx.scratch(), ctx.stream,
                   p.n_chunks > 1 ? (size_t) p.n_chunks * (size_t) n_rows * (size_t) (d + 2) * sizeof(float) : 0);
     if (!parts) {
         return false;

@@ -89,7 +89,7 @@ bool batched(LaunchCtx & ctx, cublasHandle_t h, const wsp_ggml_tensor * t, const
                                   B.stride3 * es,
                                   (int64_t) t->nb[2],
                                   (int64_t) t->nb[3] };
-    Scratch                 ptrs(ctx.physical, ctx.stream, (size_t) batch * 3 * sizeof(void *));
+    Scratch                 ptrs(ctx.scratch(), ctx.stream, (size_t) batch * 3 * sizeof(void *));
     if (!ptrs) {
         return false;
     }
@@ -126,7 +126,7 @@ bool blas_gemm(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         B = { static_cast<const char *>(b->data), (int64_t) b->nb[1] / es, (int64_t) b->nb[2] / es,
               (int64_t) b->nb[3] / es };
     } else {
-        holder = std::make_unique<Scratch>(ctx.physical, ctx.stream, (size_t) (wsp_ggml_nelements(b) * es));
+        holder = std::make_unique<Scratch>(ctx.scratch(), ctx.stream, (size_t) (wsp_ggml_nelements(b) * es));
         if (!*holder || !convert_contiguous(ctx, b, holder->get(), gemm_type)) {
             return false;
         }

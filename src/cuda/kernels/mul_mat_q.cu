@@ -104,7 +104,7 @@ const wsp_ggml_tensor * f16_activations(LaunchCtx & ctx, const wsp_ggml_tensor *
     if (b->type == WSP_GGML_TYPE_F16) {
         return b;
     }
-    holder = std::make_unique<Scratch>(ctx.physical, ctx.stream, (size_t) wsp_ggml_nelements(b) * sizeof(__half));
+    holder = std::make_unique<Scratch>(ctx.scratch(), ctx.stream, (size_t) wsp_ggml_nelements(b) * sizeof(__half));
     if (!*holder || !convert_contiguous(ctx, b, holder->get(), WSP_GGML_TYPE_F16)) {
         return nullptr;
     }
@@ -131,7 +131,7 @@ bool gemm_path(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const int64_t row_bytes = K * a_batches * (int64_t) sizeof(__half);
     int64_t       slab      = std::max<int64_t>(1, (int64_t) dequant_budget() / row_bytes);
     slab                    = slab >= N ? N : (slab >= 64 ? slab / 64 * 64 : slab);
-    Scratch w16(ctx.physical, ctx.stream, (size_t) (slab * row_bytes));
+    Scratch w16(ctx.scratch(), ctx.stream, (size_t) (slab * row_bytes));
     if (!w16) {
         return false;
     }

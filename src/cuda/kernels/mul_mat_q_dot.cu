@@ -260,7 +260,7 @@ bool mul_mat_q_dot(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const int64_t          K = a->ne[0], M = b->ne[1], n_batch = b->ne[2] * b->ne[3];
     const int64_t          rows = M * n_batch, n_blocks = rows * (K / QK);
     // int8 values first (rows * K, a multiple of 32 bytes), then the (d, s) pairs
-    Scratch scratch(ctx.physical, ctx.stream, (size_t) (rows * K) + (size_t) n_blocks * sizeof(float2));
+    Scratch scratch(ctx.scratch(), ctx.stream, (size_t) (rows * K) + (size_t) n_blocks * sizeof(float2));
     if (!scratch) {
         return false;
     }

@@ -60,6 +60,12 @@ __device__ __forceinline__ void mma_m16n8k16_f32_f16(float (&d)[4], const uint32
 #endif
 }
 
+// the exec takes the graph's parameters where their topologies match (CUDA 12's signature)
+inline cudaError_t graph_exec_update(cudaGraphExec_t exec, cudaGraph_t graph) {
+    cudaGraphExecUpdateResultInfo info{};
+    return cudaGraphExecUpdate(exec, graph, &info);
+}
+
 // a GPU runs what it is given: nothing watches the accesses
 inline bool note_accesses(cudaStream_t, const wsp_ggml_tensor *) {
     return true;

@@ -70,6 +70,13 @@ inline void mma_m16n8k16_f32_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t
     ::wsp::host_target::mma_m16n8k16_f32_f16(d, a, b0, b1);
 }
 
+// the exec takes the graph's parameters where their topologies match (CUDA 12's signature;
+// Note [graph update] in src/host_target/graph_capture.cpp)
+inline cudaError_t graph_exec_update(cudaGraphExec_t exec, cudaGraph_t graph) {
+    cudaGraphExecUpdateResultInfo info{};
+    return cudaGraphExecUpdate(exec, graph, &info);
+}
+
 // "CUDA0 stream: MUL_MAT 'ffn_up'", made only when a race names it
 class NodeLabel : public ::wsp::race::Label {
 public:
