@@ -1,5 +1,5 @@
 // The CUDA backend's runtime paths that only show with several devices or particular hardware:
-// a kernel reading a peer's buffer (peer access must cover pool memory), what a device claims it
+// a kernel reading a peer's buffer (peer access must cover it), what a device claims it
 // computes (views cuBLAS refuses, BF16 GEMMs below compute capability 8.0), the NCCL
 // communicators' lifetime, and a backend that frees without an error. On a GPU machine they run on
 // its GPUs; in CI on the host target's emulated devices (Note [host target]).
@@ -32,10 +32,11 @@ std::string cuda_feature(const char * name) {
 }
 
 // Note [peer access]: once the backend has enabled it, a kernel on device 0 reads a buffer of
-// device 1 directly, as device buffers come from a memory pool that must grant the peer access.
+// device 1 directly (device buffers come from cudaMalloc, which peer access covers).
 // With one device, both buffers are on it.
 TEST(CudaPeer, KernelReadsAPeersBuffer) {
     REQUIRE_GPU();
+    REQUIRE_PEER_ACCESS(0, wsp_ggml_backend_cuda_get_device_count() > 1 ? 1 : 0); // Note [refused capabilities]
     const int                 n     = wsp_ggml_backend_cuda_get_device_count();
     const int                 other = n > 1 ? 1 : 0;
     const int64_t             len   = 1000;

@@ -11,8 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -23,6 +26,77 @@ namespace wsp::test {
 #define REQUIRE_GPU()                                                                                               \
     if (wsp_ggml_backend_cuda_get_device_count() == 0) {                                                            \
         GTEST_SKIP() << "no " WSP_GGML_CUDA_NAME " device (no driver or no GPU on this machine); run gpu-check.sh"; \
+    }
+
+// Note [refused capabilities]: a GPU machine may decline to pin host memory (cudaHostRegister, in
+// some virtual machines and sandboxes) or to let one GPU read another's memory (no P2P between the
+// two); the suites that need either skip there with the runtime's own answer. The runtime is asked
+// directly, not through the backend under test: its functions looked up by name in the process
+// (the CUDA runtime the backend loaded, or HIP's). The host target's are C++ names, not found:
+// there nothing is refused, its presets choose what its emulated devices allow
+// (WSP_GGML_CUDA_HOST_PEER).
+namespace detail {
+inline void * runtime_function(const char * cuda_name, const char * hip_name) {
+    void * f = dlsym(RTLD_DEFAULT, cuda_name);
+    return f != nullptr ? f : dlsym(RTLD_DEFAULT, hip_name);
+}
+
+// the runtime's name for an error code, and the error cleared (a refusal is not sticky)
+inline std::string runtime_error(int code) {
+    auto name  = reinterpret_cast<const char * (*) (int)>(runtime_function("cudaGetErrorString", "hipGetErrorString"));
+    auto clear = reinterpret_cast<int (*)()>(runtime_function("cudaGetLastError", "hipGetLastError"));
+    if (clear != nullptr) {
+        clear();
+    }
+    return std::string(name != nullptr ? name(code) : "error") + " (" + std::to_string(code) + ")";
+}
+} // namespace detail
+
+// why the runtime refuses to pin malloc'd memory, or "" when it pins it
+inline std::string pinning_refused() {
+    auto reg = reinterpret_cast<int (*)(void *, size_t, unsigned)>(
+        detail::runtime_function("cudaHostRegister", "hipHostRegister"));
+    auto unreg = reinterpret_cast<int (*)(void *)>(detail::runtime_function("cudaHostUnregister", "hipHostUnregister"));
+    if (reg == nullptr || unreg == nullptr || wsp_ggml_backend_cuda_get_device_count() == 0) {
+        return "";
+    }
+    std::vector<char> mem(1 << 16);
+    if (const int e = reg(mem.data(), mem.size(), 0); e != 0) {
+        return "this machine refuses to pin host memory: cudaHostRegister: " + detail::runtime_error(e);
+    }
+    unreg(mem.data());
+    return "";
+}
+
+// why device a's kernels cannot read device b's memory, or "" when they can (devices of the CUDA
+// backend; virtual devices share one GPU)
+inline std::string peer_access_refused(int a, int b) {
+    const char * virtual_n = std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES");
+    if (a == b || (virtual_n != nullptr && std::atoi(virtual_n) > 0)) {
+        return "";
+    }
+    auto can_access = reinterpret_cast<int (*)(int *, int, int)>(
+        detail::runtime_function("cudaDeviceCanAccessPeer", "hipDeviceCanAccessPeer"));
+    if (can_access == nullptr) {
+        return "";
+    }
+    int               can  = 0;
+    const int         e    = can_access(&can, a, b);
+    const std::string pair = "device " + std::to_string(a) + " to device " + std::to_string(b);
+    if (e != 0) {
+        return "cudaDeviceCanAccessPeer(" + pair + "): " + detail::runtime_error(e);
+    }
+    return can ? "" : "the hardware refuses peer access from " + pair + " (cudaDeviceCanAccessPeer)";
+}
+
+#define REQUIRE_PINNING()                                                                     \
+    if (const std::string why_refused = wsp::test::pinning_refused(); !why_refused.empty()) { \
+        GTEST_SKIP() << why_refused;                                                          \
+    }
+
+#define REQUIRE_PEER_ACCESS(a, b)                                                                     \
+    if (const std::string why_refused = wsp::test::peer_access_refused(a, b); !why_refused.empty()) { \
+        GTEST_SKIP() << why_refused;                                                                  \
     }
 
 // Emulated devices (the host target, sims) watch every stream with the process's happens-before
