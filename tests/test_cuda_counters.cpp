@@ -41,28 +41,6 @@ wsp_ggml_backend_counters since(const wsp_ggml_backend_counters & from) {
              now.plans_built - from.plans_built };
 }
 
-// WSP_GGML_CUDA_GRAPHS for the backends made while it lives (each reads it when it starts)
-class GraphsSetting {
-public:
-    explicit GraphsSetting(const char * value) {
-        const char * old = std::getenv("WSP_GGML_CUDA_GRAPHS");
-        had_             = old != nullptr;
-        old_             = had_ ? old : "";
-        setenv("WSP_GGML_CUDA_GRAPHS", value, 1);
-    }
-    ~GraphsSetting() {
-        if (had_) {
-            setenv("WSP_GGML_CUDA_GRAPHS", old_.c_str(), 1);
-        } else {
-            unsetenv("WSP_GGML_CUDA_GRAPHS");
-        }
-    }
-
-private:
-    bool        had_;
-    std::string old_;
-};
-
 struct BackendFree {
     void operator()(wsp_ggml_backend_t b) const { wsp_ggml_backend_free(b); }
 };

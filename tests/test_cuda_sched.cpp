@@ -150,15 +150,10 @@ TEST(CudaSched, EncoderSplitWeights) {
 // backend and then replayed; overlapped evaluations rotate through the copies, one recording each
 TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
     REQUIRE_GPU();
-    const char *      env = std::getenv("WSP_GGML_CUDA_GRAPHS"); // read when a backend is made
-    const std::string was = env != nullptr ? env : "";
-    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1);
-    CudaBackends be;
-    if (env != nullptr) {
-        setenv("WSP_GGML_CUDA_GRAPHS", was.c_str(), 1);
-    } else {
-        unsetenv("WSP_GGML_CUDA_GRAPHS");
-    }
+    CudaBackends be = [] {
+        GraphsSetting on("1"); // read when a backend is made
+        return CudaBackends();
+    }();
     int once = 0;
     {
         LogCapture log;
@@ -186,15 +181,10 @@ TEST(CudaSched, CudaGraphsReplayUnderTheScheduler) {
 // the second evaluation on every split replays its recording (the cache does not thrash)
 TEST(CudaSched, EverySplitReplaysFromTheSecondEvaluation) {
     REQUIRE_GPU();
-    const char *      env = std::getenv("WSP_GGML_CUDA_GRAPHS"); // read when a backend is made
-    const std::string was = env != nullptr ? env : "";
-    setenv("WSP_GGML_CUDA_GRAPHS", "1", 1);
-    CudaBackends be;
-    if (env != nullptr) {
-        setenv("WSP_GGML_CUDA_GRAPHS", was.c_str(), 1);
-    } else {
-        unsetenv("WSP_GGML_CUDA_GRAPHS");
-    }
+    CudaBackends be = [] {
+        GraphsSetting on("1"); // read when a backend is made
+        return CudaBackends();
+    }();
     std::vector<wsp_ggml_backend_counters> counts;
     run_encoder(be, true, true, 4, false, &counts);
     ASSERT_EQ(counts.size(), 4u);

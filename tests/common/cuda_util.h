@@ -247,4 +247,27 @@ inline void expect_close(const std::vector<float> & gpu, const std::vector<float
     EXPECT_LT(e, tol) << what << ": worst [" << worst_i << "] gpu " << gpu[worst_i] << " cpu " << cpu[worst_i];
 }
 
+// WSP_GGML_CUDA_GRAPHS for the CUDA backends made while it lives (each reads it when it starts),
+// the setting before restored after
+class GraphsSetting {
+public:
+    explicit GraphsSetting(const char * value) {
+        const char * old = std::getenv("WSP_GGML_CUDA_GRAPHS");
+        had_             = old != nullptr;
+        old_             = had_ ? old : "";
+        setenv("WSP_GGML_CUDA_GRAPHS", value, 1);
+    }
+    ~GraphsSetting() {
+        if (had_) {
+            setenv("WSP_GGML_CUDA_GRAPHS", old_.c_str(), 1);
+        } else {
+            unsetenv("WSP_GGML_CUDA_GRAPHS");
+        }
+    }
+
+private:
+    bool        had_;
+    std::string old_;
+};
+
 } // namespace wsp::test
