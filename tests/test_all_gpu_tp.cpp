@@ -12,6 +12,7 @@
 #include "model/whisper_encoder.h"
 
 #include "ggml-all-gpu.h"
+#include "ggml-counters.h"
 #include "ggml-cpu.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +180,83 @@ namespace {
 // Note [sharded caches]: a graph that writes the split rows of W x into a cache (memory of the
 // device's buffer type outside the graph) keeps the cache sharded on the members; a read from
 // outside (tensor_get) sees every write of every graph, and a clear clears every part.
+wsp_ggml_backend_counters counters_of(wsp_ggml_backend_dev_t dev) {
+    wsp_ggml_backend_counters c{};
+    wsp_ggml_backend_dev_get_counters(dev, &c);
+    return c;
+}
+
+// Note [kept member graphs] (src/allgpu/runner.h): a graph seen before runs what was built for it,
+// with no plan, member graph or allocation, and computes the same bits; a weight written anew
+// (its pieces on the members go) is not read from what was built before it
+TEST(AllGpuTensorParallel, KeptBuildsRunAgainUntilAWeightChanges) {
+    const EncoderConfig cfg = small(128, 8); // 3 + 3 + 2 heads
+    ASSERT_NE(wsp_ggml_backend_sim_register(3, 512), nullptr);
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    ASSERT_NE(all, nullptr);
+    wsp_ggml_backend_t backend = wsp_ggml_backend_dev_init(all, nullptr);
+    wsp_ggml_backend_t cpu     = wsp_ggml_backend_cpu_init();
+    EncoderWeights     w(cfg);
+    ASSERT_TRUE(w.allocate(wsp_ggml_backend_dev_buffer_type(all)));
+    w.randomize(7);
+    wsp_ggml_context * ctx =
+        wsp_ggml_init({ wsp::model::encoder_graph_tensors(cfg) * wsp_ggml_tensor_overhead() +
+                            wsp_ggml_graph_overhead_custom(wsp::model::encoder_graph_size(cfg), false),
+                        nullptr, true });
+    wsp_ggml_tensor *        mel   = nullptr;
+    wsp_ggml_cgraph *        g     = wsp::model::build_encoder_graph(w, ctx, &mel);
+    wsp_ggml_backend_t       bs[2] = { backend, cpu };
+    wsp_ggml_backend_sched_t sched =
+        wsp_ggml_backend_sched_new(bs, nullptr, 2, wsp::model::encoder_graph_size(cfg), false, true);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched, g));
+    const std::vector<float> input = wsp::model::random_mel(cfg, 3);
+    wsp_ggml_backend_tensor_set(mel, input.data(), 0, input.size() * sizeof(float));
+    const wsp_ggml_tensor * y    = wsp_ggml_graph_node(g, -1);
+    auto                    eval = [&] {
+        EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
+        std::vector<float> out((size_t) wsp_ggml_nelements(y));
+        wsp_ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+        return out;
+    };
+    auto nmse_to_reference = [&](const std::vector<float> & out) {
+        const std::vector<double> ref = wsp::model::reference_encoder(w, input);
+        double                    err = 0.0, norm = 0.0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            err += (out[i] - ref[i]) * (out[i] - ref[i]);
+            norm += ref[i] * ref[i];
+        }
+        return err / norm;
+    };
+
+    const auto               c0    = counters_of(all);
+    const std::vector<float> first = eval();
+    const auto               c1    = counters_of(all);
+    EXPECT_EQ(c1.plans_built - c0.plans_built, 1u + 3u) << "one plan, a member graph on each of 3 sims";
+    EXPECT_LT(nmse_to_reference(first), 1e-6);
+    for (int run = 0; run < 3; ++run) {
+        const auto               a    = counters_of(all);
+        const std::vector<float> same = eval();
+        const auto               b    = counters_of(all);
+        EXPECT_EQ(b.plans_built - a.plans_built, 0u) << "run " << run << " planned or built again";
+        EXPECT_EQ(b.device_allocs - a.device_allocs, 0u) << "run " << run << " allocated";
+        EXPECT_EQ(same, first) << "run " << run << " computed other bits";
+    }
+
+    // new weights: the members' pieces of the old ones go, and so does what was built over them
+    w.randomize(8);
+    const auto               a     = counters_of(all);
+    const std::vector<float> fresh = eval();
+    const auto               b     = counters_of(all);
+    EXPECT_EQ(b.plans_built - a.plans_built, 1u + 3u) << "planned and built anew";
+    EXPECT_NE(fresh, first);
+    EXPECT_LT(nmse_to_reference(fresh), 1e-6) << "the new weights' result";
+
+    wsp_ggml_backend_sched_free(sched);
+    wsp_ggml_free(ctx);
+    wsp_ggml_backend_free(backend);
+    wsp_ggml_backend_free(cpu);
+}
+
 TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
     ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
     wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");

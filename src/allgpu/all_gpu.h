@@ -26,6 +26,7 @@
 #include "../race/race.h"
 #include "tp.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,9 @@ struct Device {
     std::set<std::string>                                     said; // what the log was told once
     std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
     wsp_ggml_backend_all_gpu_traffic                          traffic{}; // guarded by mutex
+    // bumped whenever a piece or a sharded cache goes or a cache is sharded anew: member graphs
+    // built before read memory that may be gone (Note [kept member graphs] in runner.h)
+    std::atomic<uint64_t> generation{ 0 };
 
     // Note [all-GPU counters]: its own graph computes and plans, and its members' work in its calls
     Counters                               counters;

@@ -2,6 +2,8 @@
 // the members, each spreadable mat-mul weight replaced by its shadow while the graph runs.
 
 #include "all_gpu.h"
+#include "graph_key.h"
+#include "runner.h"
 #include "tp.h"
 
 #include "ggml-cpu.h"
@@ -104,7 +106,8 @@ bool tp_enabled() {
     return on;
 }
 
-// runs the graph Megatron-style where it fits (Note [tensor parallelism]); false where it does not
+// runs the graph Megatron-style where it fits (Note [tensor parallelism]); false where it does not.
+// A graph seen before runs what was built for it (Note [kept member graphs] in runner.h).
 bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * status) {
     Device & d = *c.device;
     if (!tp_enabled()) {
@@ -116,21 +119,36 @@ bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * 
             return false;
         }
     }
-    tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
-    tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
-    tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
-    tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
-    const tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
-    if (plan.ok()) {
-        ++d.counters.plans_built; // its member graphs count as the runner builds them
-    } else {
-        if (!plan.why_not.empty()) {
+    tp::GraphKey        key   = tp::key_of(g, d.tensor_split);
+    tp::Runner::Build * built = c.runner->find(key);
+    if (built == nullptr) {
+        tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
+        tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
+        tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
+        tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
+        const tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
+        if (plan.ok()) {
+            ++d.counters.plans_built; // its member graphs count as the runner builds them
+        } else if (!plan.why_not.empty()) {
             d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +
                        "): its mat-muls split by rows, gathered after each");
         }
+        built = c.runner->add(std::move(key), g, plan, status);
+        if (built == nullptr) {
+            return true; // *status says what failed
+        }
+    }
+    if (!tp::Runner::planned(*built)) {
         return false;
     }
-    *status = c.runner->compute(g, plan);
+    tp::Moved moved;
+    *status = c.runner->run(*built, moved);
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    d.traffic.all_reduce += moved.all_reduce;
+    d.traffic.n_all_reduces += moved.n_all_reduces;
+    d.traffic.sent += moved.sent;
+    d.traffic.gathered += moved.gathered;
+    d.traffic.n_graphs++;
     return true;
 }
 

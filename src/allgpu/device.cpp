@@ -400,6 +400,7 @@ wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind k
         }
         free_piece(it->second); // another tensor at that address now: made again
         pieces.erase(it);
+        ++generation;
     }
     int64_t ne[WSP_GGML_MAX_DIMS]          = { w->ne[0], w->ne[1], w->ne[2], w->ne[3] };
     ne[kind == PieceKind::COLUMNS ? 0 : 1] = kind == PieceKind::WHOLE ? w->ne[1] : end - begin;
@@ -460,6 +461,7 @@ const tp::Layout * Device::cache_layout(const wsp_ggml_tensor * r) {
             free_piece(p);
         }
         caches.erase(it);
+        ++generation;
         return nullptr;
     }
     return &it->second.layout;
@@ -517,6 +519,7 @@ bool Device::shard(const wsp_ggml_tensor * r, const tp::Layout & L) {
     }
     std::lock_guard<std::recursive_mutex> lock(mutex);
     caches[r] = std::move(c);
+    ++generation;
     return true;
 }
 
@@ -531,6 +534,7 @@ void Device::unshard(const wsp_ggml_tensor * r, bool drop) {
         if (drop) {
             c = std::move(it->second);
             caches.erase(it);
+            ++generation;
         } else {
             c.layout = it->second.layout;
             c.data   = it->second.data;
@@ -584,6 +588,7 @@ void Device::forget(const wsp_ggml_tensor * w) {
          p != pieces.end() && std::get<0>(p->first) == w;) {
         free_piece(p->second);
         p = pieces.erase(p);
+        ++generation;
     }
 }
 
@@ -608,6 +613,7 @@ void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
                 free_piece(p);
             }
             c = caches.erase(c);
+            ++generation;
         } else {
             ++c;
         }
@@ -616,6 +622,7 @@ void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
         if (p->second.weight_buffer == b) {
             free_piece(p->second);
             p = pieces.erase(p);
+            ++generation;
         } else {
             ++p;
         }

@@ -3,6 +3,8 @@
 
 #include "tp.h"
 
+#include "ggml-backend.h"
+
 #include "../core/impl.h"
 
 #include <cmath>

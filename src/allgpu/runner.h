@@ -1,0 +1,91 @@
+#pragma once
+
+// The runner of tensor-parallel plans (Note [tensor parallelism] in tp.h): on each member, a graph
+// of local tensors (its pieces of the split ones, its own copies of the REPL ones; the main
+// member's REPL and PARTIAL results land in the graph's own memory, so they need no copy back),
+// run in segments between all-reduces. All asynchronous: each member's stream orders its own
+// work, events and the all-reduce's copies order the streams among themselves.
+//
+// Note [kept member graphs]: what the runner builds for a graph (member graphs, their
+// allocations, the all-reduces' parts, the inputs and the gathers) is kept under the graph's key
+// (Note [graph keys] in graph_key.h), so a graph seen before, a decoder step whose shapes repeat
+// or a repeated encode, runs without planning, building or allocating, and without a host wait:
+// the members' memory is ordered by events. A graph that no plan fits is kept too (the row split
+// runs it, the planner is not asked again). At most CAPACITY builds are kept, the least recently
+// run goes first. Builds share each member's compute buffer, one allocator per member: they run
+// one after another on the members' streams, so their tensors may overlap. When a build grows
+// that buffer, or a weight's piece or a sharded cache goes (the device's generation moves), the
+// other builds read memory that is gone and are dropped.
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+
+#include "graph_key.h"
+#include "tp.h"
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <vector>
+
+namespace wsp::allgpu {
+struct Device;
+}
+
+namespace wsp::allgpu::tp {
+
+// what one run moved between the members, in bytes (the device adds it to its traffic)
+struct Moved {
+    size_t sent = 0, gathered = 0, all_reduce = 0, n_all_reduces = 0;
+};
+
+class Runner {
+public:
+    static constexpr size_t CAPACITY = 32;
+
+    struct Build; // a graph's member graphs, kept
+
+    Runner(Device & device, std::vector<wsp_ggml_backend_t> members);
+    ~Runner();
+    Runner(const Runner &)             = delete;
+    Runner & operator=(const Runner &) = delete;
+
+    // the build kept for graphs with this key, NULL if none (made the most recently used)
+    Build * find(const GraphKey & key);
+    // builds g's member graphs by plan (plan.ok()), or notes that no plan fits graphs like g, and
+    // keeps it under key; NULL, with *status set (logged), where it cannot be built
+    Build * add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status);
+    // false: no plan fits the build's graphs
+    static bool planned(const Build & b);
+    // runs a build: its inputs sent, its segments and all-reduces queued, its results gathered
+    wsp_ggml_status run(Build & b, Moved & moved);
+
+private:
+    struct Member;
+    struct Building;
+    struct Boundary; // what an all-reduce or a send from the main member makes whole
+    Device &                             device_;
+    std::vector<wsp_ggml_backend_t>      backends_;
+    std::vector<std::unique_ptr<Member>> members_;
+    wsp_ggml_backend_all_reduce_t        fast_all_reduce_ = nullptr; // the member reg's own, if any
+    std::list<std::unique_ptr<Build>>    builds_;                    // most recently run first
+    uint64_t                             generation_ = 0;            // the device's, when they were built
+
+    // waits for every member's queued work (before a build it may read is freed or rebuilt)
+    void              wait_members();
+    void              drop_all();
+    wsp_ggml_status   build(Build & b, wsp_ggml_cgraph * g, const Plan & plan);
+    wsp_ggml_status   prepare_all_reduces(Build & b); // the boundaries' all-reduces, made once
+    wsp_ggml_tensor * local_of(Building & at, int m, const wsp_ggml_tensor * t);
+    wsp_ggml_tensor * take(Building & at, int m, const wsp_ggml_tensor * src, const Take & how);
+    wsp_ggml_tensor * make_node(Building & at, int m, const wsp_ggml_tensor * n, const NodePlan & np);
+    wsp_ggml_tensor * cache_view(Building & at, int m, const NodePlan & np);
+
+    bool all_reduce(const Boundary & x, Moved & moved);
+    // member `waiter`'s later work comes after member m's work so far (an event; a synchronize
+    // where the member has none): a copy into m's memory must not land before m is done with it
+    void                                  order_after(int waiter, int m);
+    std::vector<wsp_ggml_backend_event_t> events_; // per member, made on first use
+};
+
+} // namespace wsp::allgpu::tp
