@@ -40,13 +40,13 @@ struct Runner::Build {
     GraphKey key;
     bool     planned = false;
     struct PerMember {
-        std::vector<uint8_t> mem;             // ctx's memory
-        wsp_ggml_context *   ctx   = nullptr; // the member graph's tensors
-        wsp_ggml_cgraph *    graph = nullptr;
-        std::vector<int>     ends; // graph->n_nodes at each all-reduce, then at the end
+        Block              mem;             // ctx's memory
+        wsp_ggml_context * ctx   = nullptr; // the member graph's tensors
+        wsp_ggml_cgraph *  graph = nullptr;
+        std::vector<int>   ends; // graph->n_nodes at each all-reduce, then at the end
         // what the graph reads from outside: the main member's memory, its copy here
         std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> inputs;
-        std::vector<uint8_t>                                         ar_mem; // ar_ctx's memory
+        Block                                                        ar_mem; // ar_ctx's memory
         wsp_ggml_context * ar_ctx = nullptr; // the all-reduces' tensors and sums on this member
     };
     std::vector<PerMember>             members;
@@ -58,10 +58,17 @@ struct Runner::Build {
     };
     std::vector<Gather> gathers;
 
+    std::vector<Block> * spare = nullptr; // the runner's, where the blocks go back
+
     ~Build() {
         for (PerMember & pm : members) {
             wsp_ggml_free(pm.ctx);
             wsp_ggml_free(pm.ar_ctx);
+            for (Block * k : { &pm.mem, &pm.ar_mem }) {
+                if (k->size > 0 && spare->size() < SPARE_BLOCKS) {
+                    spare->push_back(std::move(*k));
+                }
+            }
         }
     }
 };
@@ -311,8 +318,8 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
     Building     at{ b, std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>>(members_.size()) };
     b.members.resize(members_.size());
     for (Build::PerMember & pm : b.members) {
-        pm.mem.resize(n_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(n_graph, false));
-        pm.ctx = wsp_ggml_init({ pm.mem.size(), pm.mem.data(), true });
+        pm.mem = take_block(n_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(n_graph, false));
+        pm.ctx = wsp_ggml_init({ pm.mem.size, pm.mem.bytes.get(), true });
         if (pm.ctx == nullptr) {
             return WSP_GGML_STATUS_ALLOC_FAILED;
         }
@@ -442,8 +449,9 @@ wsp_ggml_status Runner::prepare_all_reduces(Build & b) {
     for (int m = 0; m < n_mem; ++m) {
         Build::PerMember & pm  = b.members[(size_t) m];
         const size_t       n_t = n_ar * (size_t) (4 * n_mem + 4) + 16;
-        pm.ar_mem.resize(n_t * wsp_ggml_tensor_overhead() + n_ar * wsp_ggml_graph_overhead_custom(n_mem + 4, false));
-        pm.ar_ctx = wsp_ggml_init({ pm.ar_mem.size(), pm.ar_mem.data(), true });
+        pm.ar_mem =
+            take_block(n_t * wsp_ggml_tensor_overhead() + n_ar * wsp_ggml_graph_overhead_custom(n_mem + 4, false));
+        pm.ar_ctx = wsp_ggml_init({ pm.ar_mem.size, pm.ar_mem.bytes.get(), true });
         if (pm.ar_ctx == nullptr) {
             return WSP_GGML_STATUS_ALLOC_FAILED;
         }
@@ -542,6 +550,21 @@ bool Runner::all_reduce(const Boundary & x, Moved & moved) {
     return true;
 }
 
+Runner::Block Runner::take_block(size_t size) {
+    auto best = spare_.end(); // the smallest spare block that is large enough
+    for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+        if (it->size >= size && (best == spare_.end() || it->size < best->size)) {
+            best = it;
+        }
+    }
+    if (best == spare_.end()) { // not zeroed: a context writes what it uses
+        return Block{ std::unique_ptr<uint8_t[]>(new uint8_t[size]), size };
+    }
+    Block k = std::move(*best);
+    spare_.erase(best);
+    return k;
+}
+
 void Runner::wait_members() {
     for (wsp_ggml_backend_t m : backends_) {
         wsp_ggml_backend_synchronize(m);
@@ -572,6 +595,7 @@ Runner::Build * Runner::find(const GraphKey & key) {
 
 Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status) {
     auto b     = std::make_unique<Build>();
+    b->spare   = &spare_;
     b->key     = std::move(key);
     b->planned = plan.ok();
     if (b->planned) {

@@ -68,8 +68,18 @@ private:
     std::vector<wsp_ggml_backend_t>      backends_;
     std::vector<std::unique_ptr<Member>> members_;
     wsp_ggml_backend_all_reduce_t        fast_all_reduce_ = nullptr; // the member reg's own, if any
-    std::list<std::unique_ptr<Build>>    builds_;                    // most recently run first
-    uint64_t                             generation_ = 0;            // the device's, when they were built
+    // host memory for the builds' contexts: a build that goes hands its blocks on to the next one
+    // made, whose tensors then land in pages touched before (a fresh block costs a page fault for
+    // each page it touches, which on a virtual machine was most of a build's time)
+    struct Block {
+        std::unique_ptr<uint8_t[]> bytes;
+        size_t                     size = 0;
+    };
+    static constexpr size_t           SPARE_BLOCKS = 16;
+    std::vector<Block>                spare_; // before builds_: a build hands its blocks back as it goes
+    Block                             take_block(size_t size);
+    std::list<std::unique_ptr<Build>> builds_;         // most recently run first
+    uint64_t                          generation_ = 0; // the device's, when they were built
 
     // waits for every member's queued work (before a build it may read is freed or rebuilt)
     void              wait_members();
