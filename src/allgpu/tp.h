@@ -144,7 +144,8 @@ inline const wsp_ggml_tensor * root_of(const wsp_ggml_tensor * t) {
     return t->view_src != nullptr ? t->view_src : t;
 }
 
-// ranges of n indices in whole units over members by proportions (ok = false when one is empty)
+// ranges of n indices in whole units over members by proportions, by Note [partition]
+// (src/split/partition.h); ok = false when n is not whole units or a range is empty
 Ranges spread(int64_t n, int64_t unit, const std::vector<float> & proportions, bool * ok);
 
 } // namespace wsp::allgpu::tp

@@ -6,6 +6,7 @@
 #include "ggml-backend.h"
 
 #include "../core/impl.h"
+#include "../split/partition.h"
 
 #include <cmath>
 #include <cstdarg>
@@ -17,21 +18,17 @@
 namespace wsp::allgpu::tp {
 
 Ranges spread(int64_t n, int64_t unit, const std::vector<float> & proportions, bool * ok) {
-    const size_t m     = proportions.size();
-    double       total = 0.0;
+    double total = 0.0;
     for (float p : proportions) {
         total += p;
     }
     *ok = unit > 0 && n % unit == 0 && total > 0.0;
-    Ranges  r(m, { 0, 0 });
-    int64_t begin = 0;
-    double  cum   = 0.0;
-    for (size_t i = 0; i < m && *ok; ++i) {
-        cum += proportions[i];
-        const int64_t end = i + 1 == m ? n : std::llround((double) (n / unit) * cum / total) * unit;
-        r[i]              = { begin, std::max(begin, end) };
-        *ok               = *ok && r[i].second > r[i].first;
-        begin             = r[i].second;
+    if (!*ok) {
+        return Ranges(proportions.size(), { 0, 0 });
+    }
+    Ranges r = partition::ranges(proportions, n, unit); // Note [partition]
+    for (const Range & x : r) {
+        *ok = *ok && x.second > x.first;
     }
     return r;
 }

@@ -1,12 +1,13 @@
 // Split buffer type and buffers (see split_buffer.h).
-// tensor_split: one proportion per device of the reg; NULL or all zeros means proportional to
-// each device's total memory. Proportions become cumulative fractions, a device's first row is
-// the fraction times the row count rounded down to the row granularity, the last device takes
-// the rest, and a device may get none.
+// tensor_split: one share per device of the reg; NULL or all zeros means the reg's default shares
+// (partition::default_shares, taken when the reg's first split buffer type is made and kept, so
+// that NULL names one buffer type). Rows go to the devices by Note [partition], in units of the
+// row granularity; a device may get none.
 
 #include "split_buffer.h"
 
 #include "../core/impl.h"
+#include "partition.h"
 
 #include <algorithm>
 #include <cstring>
@@ -27,7 +28,7 @@ struct BuftCtx {
     wsp_ggml_backend_reg_t reg;
     int                    main;
     int                    quant_rows;
-    std::vector<float>     cumulative; // n_devices + 1 fractions, 0 ... 1
+    std::vector<float>     shares; // per device, summing to 1
     std::string            name;
 };
 
@@ -57,7 +58,7 @@ BufferCtx & buf_ctx(wsp_ggml_backend_buffer_t b) {
 }
 
 size_t n_devices(const BuftCtx & c) {
-    return c.cumulative.size() - 1;
+    return c.shares.size();
 }
 
 size_t slice_bytes(wsp_ggml_type type, int64_t ne0, int64_t rows) {
@@ -272,10 +273,8 @@ bool buft_is_host(wsp_ggml_backend_buffer_type_t) {
 struct CacheKey {
     wsp_ggml_backend_reg_t reg;
     int                    main;
-    std::vector<float>     cumulative;
-    bool                   operator<(const CacheKey & o) const {
-                          return std::tie(reg, main, cumulative) < std::tie(o.reg, o.main, o.cumulative);
-    }
+    std::vector<float>     shares;
+    bool operator<(const CacheKey & o) const { return std::tie(reg, main, shares) < std::tie(o.reg, o.main, o.shares); }
 };
 
 struct CacheEntry {
@@ -283,49 +282,55 @@ struct CacheEntry {
     wsp_ggml_backend_buffer_type buft;
 };
 
-std::vector<float> cumulative_split(wsp_ggml_backend_reg_t reg, const float * tensor_split) {
+// the reg's default shares, taken once (called with the cache's mutex held)
+const std::vector<float> & reg_default(wsp_ggml_backend_reg_t reg) {
+    static auto & defaults = *new std::map<wsp_ggml_backend_reg_t, std::vector<float>>; // lives until exit
+    auto          it       = defaults.find(reg);
+    if (it == defaults.end()) {
+        std::vector<wsp_ggml_backend_dev_t> devs;
+        for (size_t i = 0; i < wsp_ggml_backend_reg_dev_count(reg); ++i) {
+            devs.push_back(wsp_ggml_backend_reg_dev_get(reg, i));
+        }
+        it = defaults.emplace(reg, partition::default_shares(devs)).first;
+    }
+    return it->second;
+}
+
+// tensor_split as shares summing to 1 (the cache's key): NULL, all zeros or shares that
+// partition::check refuses (logged) mean the reg's default
+std::vector<float> normalised_split(wsp_ggml_backend_reg_t reg, const float * tensor_split) {
     const size_t       n = wsp_ggml_backend_reg_dev_count(reg);
     std::vector<float> p(n, 0.0f);
-    double             sum = 0.0;
+    bool               given = false;
     for (size_t i = 0; tensor_split != nullptr && i < n; ++i) {
-        p[i] = std::max(0.0f, tensor_split[i]);
-        sum += p[i];
+        p[i]  = tensor_split[i];
+        given = given || p[i] != 0.0f;
     }
-    if (sum == 0.0) {
-        for (size_t i = 0; i < n; ++i) {
-            size_t free_mem = 0, total = 0;
-            wsp_ggml_backend_dev_memory(wsp_ggml_backend_reg_dev_get(reg, i), &free_mem, &total);
-            p[i] = (float) total;
-            sum += p[i];
-        }
+    std::string why;
+    if (given && !partition::check(p.data(), n, &why)) {
+        WSP_LOG_WARN("split buffer type of %s: %s; splitting by the default shares (free memory) instead\n",
+                     wsp_ggml_backend_reg_name(reg), why.c_str());
+        given = false;
     }
-    std::vector<float> cum(n + 1, 0.0f);
-    double             acc = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        acc += p[i];
-        cum[i + 1] = (float) (acc / sum);
+    if (!given) {
+        p = reg_default(reg);
     }
-    cum[n] = 1.0f;
-    return cum;
+    double sum = 0.0;
+    for (float v : p) {
+        sum += v;
+    }
+    for (float & v : p) {
+        v = sum > 0.0 ? (float) (v / sum) : 1.0f / (float) n;
+    }
+    return p;
 }
 
 } // namespace
 
 std::vector<std::pair<int64_t, int64_t>> row_ranges(wsp_ggml_backend_buffer_type_t buft, wsp_ggml_type type,
                                                     int64_t nrows) {
-    const BuftCtx &                          c        = buft_ctx(buft);
-    const int64_t                            rounding = wsp_ggml_is_quantized(type) ? c.quant_rows : 1;
-    const size_t                             n        = n_devices(c);
-    std::vector<std::pair<int64_t, int64_t>> r(n);
-    int64_t                                  prev_end = 0;
-    for (size_t d = 0; d < n; ++d) {
-        int64_t end =
-            d + 1 == n ? nrows : (int64_t) ((double) c.cumulative[d + 1] * (double) nrows) / rounding * rounding;
-        end      = std::min(std::max(end, prev_end), nrows);
-        r[d]     = { prev_end, end };
-        prev_end = end;
-    }
-    return r;
+    const BuftCtx & c = buft_ctx(buft);
+    return partition::ranges(c.shares, nrows, wsp_ggml_is_quantized(type) ? c.quant_rows : 1); // Note [partition]
 }
 
 bool is_split_buffer_type(wsp_ggml_backend_buffer_type_t buft) {
@@ -469,14 +474,14 @@ wsp_ggml_backend_buffer_type_t buffer_type(wsp_ggml_backend_reg_t reg, int main,
                       wsp_ggml_backend_reg_name(reg), n);
         return nullptr;
     }
-    CacheKey                    key{ reg, main, cumulative_split(reg, tensor_split) };
     std::lock_guard<std::mutex> lock(mutex);
+    CacheKey                    key{ reg, main, normalised_split(reg, tensor_split) };
     auto                        it = cache.find(key);
     if (it != cache.end()) {
         return &it->second->buft;
     }
     auto * e = new CacheEntry;
-    e->ctx   = { reg, main, quant_rows < 1 ? 1 : quant_rows, key.cumulative,
+    e->ctx   = { reg, main, quant_rows < 1 ? 1 : quant_rows, key.shares,
                  std::string(wsp_ggml_backend_reg_name(reg)) + std::to_string(main) + "_Split" };
     e->buft  = { { buft_name, buft_alloc, buft_alignment, nullptr, buft_alloc_size, buft_is_host },
                  wsp_ggml_backend_reg_dev_get(reg, (size_t) main),

@@ -1,10 +1,12 @@
 #pragma once
 
-// The row spread of a split buffer as SPEC.md defines it, for checking the split buffer type:
-// proportions become cumulative fractions, each device's first row is the fraction times the
-// row count rounded down to the granularity, the last device takes the rest.
+// The row spread of a split buffer by Note [partition] (src/split/partition.h), written out
+// independently for checking the split buffer type: the boundary after device d is, among the
+// multiples of the granularity below n and n itself, the one nearest to n times the cumulative
+// share (a tie goes to the larger); the last device ends at n.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -20,13 +22,27 @@ inline std::vector<int64_t> expected_rows(std::vector<float> p, int64_t n, int64
         p.assign(p.size(), 1.0f);
         sum = (double) p.size();
     }
+    std::vector<int64_t> candidates;
+    for (int64_t c = 0; c < n; c += granularity) {
+        candidates.push_back(c);
+    }
+    candidates.push_back(n);
     std::vector<int64_t> rows;
     double               acc   = 0;
     int64_t              begin = 0;
     for (size_t d = 0; d < p.size(); ++d) {
         acc += p[d];
-        int64_t end = d + 1 == p.size() ? n : (int64_t) (acc / sum * (double) n) / granularity * granularity;
-        end         = std::max(begin, std::min(end, n));
+        int64_t end = n;
+        if (d + 1 < p.size()) {
+            const double exact = (double) n * acc / sum;
+            end                = candidates[0];
+            for (int64_t c : candidates) { // ascending: a later one at the same distance wins the tie
+                if (std::fabs((double) c - exact) <= std::fabs((double) end - exact)) {
+                    end = c;
+                }
+            }
+        }
+        end = std::max(begin, end);
         rows.push_back(end - begin);
         begin = end;
     }
