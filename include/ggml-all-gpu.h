@@ -4,8 +4,8 @@
 // one more device of type GPU, "<reg>_All" (CUDA_All, SIM_All, ...), presents them as one. Its
 // buffer type keeps tensors on the main (first) member; its backend runs each graph over every
 // member, each mat-mul with a weight spreading its rows over the members by tensor_split
-// (WSP_GGML_TENSOR_SPLIT=3,1; default: by free memory), so a client that picks one GPU device (as
-// whisper.cpp does) uses every GPU. Listed after the single devices, or first among the GPU
+// (WSP_GGML_TENSOR_SPLIT=3,1 or wsp_ggml_backend_all_gpu_set_tensor_split; default: by free
+// memory), so a client that picks one GPU device (as whisper.cpp does) uses every GPU. Listed after the single devices, or first among the GPU
 // devices with WSP_GGML_ALL_GPUS=1. Note [all-GPU device] in src/allgpu/all_gpu.h has the design.
 
 #include "ggml-backend.h"
@@ -19,6 +19,16 @@ WSP_GGML_BACKEND_API bool wsp_ggml_backend_dev_is_all_gpu(wsp_ggml_backend_dev_t
 // the members of an all-GPU device, main first (0 for any other device)
 WSP_GGML_BACKEND_API size_t                 wsp_ggml_backend_all_gpu_member_count(wsp_ggml_backend_dev_t dev);
 WSP_GGML_BACKEND_API wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_ggml_backend_dev_t dev, size_t i);
+
+// Sets the shares of the members (one per member, main first, as wsp_ggml_backend_all_gpu_member
+// lists them; 3,1 gives the main member 75% of the rows and heads), in place of those the device
+// was made with (WSP_GGML_TENSOR_SPLIT, or by free memory); NULL: back to those. Shares that are
+// negative, not finite or all 0, or a dev that is not an all-GPU device: logged, false, nothing
+// changed. What was spread by the old shares (the members' rows of the weights, sharded caches,
+// made whole first in the main member's memory) is let go and spread anew when next used. Call it
+// between graphs: not while a graph is being computed on the device's backends, and after they
+// were synchronized (wsp_ggml_backend_synchronize, wsp_ggml_backend_sched_synchronize).
+WSP_GGML_BACKEND_API bool wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_backend_dev_t dev, const float * shares);
 
 // bytes of weights member i holds for the device: the main member the weight buffers made with
 // the device's buffer type, every member its rows of the spread mat-mul weights

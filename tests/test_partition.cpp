@@ -1,13 +1,17 @@
 // One partition (src/split/partition.h, Note [partition]): the parser of "A,B,..." and its one
 // message per refusal, the same checks for C arrays, ranges against hand-computed boundaries,
-// the default shares of sims (free memory, then total, then equal). Each case runs in a process
-// of its own (ctest), so each registers its sims.
+// the default shares of sims (free memory, then total, then equal), and the all-GPU device's
+// setter: new shares lay the weights out anew (the result still equals the reference), bad ones
+// change nothing. Each case runs in a process of its own (ctest), so each registers its sims.
 
 #include "sim_util.h"
 #include "test_util.h"
+#include "model/whisper_encoder.h"
 #include "split/partition.h"
 
+#include "ggml-all-gpu.h"
 #include "ggml-backend-impl.h"
+#include "ggml-cpu.h"
 
 #include <gtest/gtest.h>
 
@@ -205,6 +209,153 @@ TEST(PartitionDefaults, TotalMemoryWhereNoneIsFreeThenEqual) {
     mem[1].free_mem = 3; // one reports free memory: free memory it is, the full ones get none
     EXPECT_EQ(partition::default_shares({ &dev[0], &dev[1], &dev[2] }), (std::vector<float>{ 0, 3, 0 }));
     EXPECT_EQ(partition::default_shares({ &dev[2], &dev[2] }), (std::vector<float>{ 1, 1 }));
+}
+
+//
+// the all-GPU device's setter
+//
+
+using wsp::model::EncoderConfig;
+using wsp::model::EncoderWeights;
+
+// the encoder on SIM_All over 2 sims, run again after each change of the shares
+class AllGpuShares : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_NE(wsp_ggml_backend_sim_register(2, 512), nullptr);
+        all_ = wsp_ggml_backend_dev_by_name("SIM_All");
+        ASSERT_NE(all_, nullptr);
+        cfg_.n_mels  = 16;
+        cfg_.n_ctx   = 48;
+        cfg_.n_state = 96;
+        cfg_.n_head  = 6;
+        cfg_.n_layer = 2;
+        cfg_.wtype   = WSP_GGML_TYPE_F16;
+        backend_     = wsp_ggml_backend_dev_init(all_, nullptr);
+        cpu_         = wsp_ggml_backend_cpu_init();
+        w_           = std::make_unique<EncoderWeights>(cfg_);
+        ASSERT_TRUE(w_->allocate(wsp_ggml_backend_dev_buffer_type(all_)));
+        w_->randomize(7);
+        ctx_                  = wsp_ggml_init({ wsp::model::encoder_graph_tensors(cfg_) * wsp_ggml_tensor_overhead() +
+                                                    wsp_ggml_graph_overhead_custom(wsp::model::encoder_graph_size(cfg_), false),
+                                                nullptr, true });
+        wsp_ggml_tensor * mel = nullptr;
+        g_                    = wsp::model::build_encoder_graph(*w_, ctx_, &mel);
+        wsp_ggml_backend_t bs[2] = { backend_, cpu_ };
+        sched_ = wsp_ggml_backend_sched_new(bs, nullptr, 2, wsp::model::encoder_graph_size(cfg_), false, true);
+        ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched_, g_));
+        input_ = wsp::model::random_mel(cfg_, 3);
+        wsp_ggml_backend_tensor_set(mel, input_.data(), 0, input_.size() * sizeof(float));
+        ref_ = wsp::model::reference_encoder(*w_, input_);
+    }
+
+    void TearDown() override {
+        if (sched_ != nullptr) {
+            wsp_ggml_backend_sched_free(sched_);
+        }
+        wsp_ggml_free(ctx_);
+        w_.reset();
+        if (backend_ != nullptr) {
+            wsp_ggml_backend_free(backend_);
+        }
+        if (cpu_ != nullptr) {
+            wsp_ggml_backend_free(cpu_);
+        }
+    }
+
+    // runs the graph (tensor-parallel: checked by the device's count) and returns its result
+    std::vector<float> encode() {
+        const size_t before = wsp_ggml_backend_all_gpu_get_traffic(all_).n_graphs;
+        EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched_, g_), WSP_GGML_STATUS_SUCCESS);
+        wsp_ggml_backend_sched_synchronize(sched_);
+        EXPECT_EQ(wsp_ggml_backend_all_gpu_get_traffic(all_).n_graphs, before + 1) << "not tensor-parallel";
+        const wsp_ggml_tensor * y = wsp_ggml_graph_node(g_, -1);
+        std::vector<float>      out((size_t) wsp_ggml_nelements(y));
+        wsp_ggml_backend_tensor_get(y, out.data(), 0, out.size() * sizeof(float));
+        double err = 0.0, norm = 0.0;
+        for (size_t i = 0; i < ref_.size(); ++i) {
+            err += (out[i] - ref_[i]) * (out[i] - ref_[i]);
+            norm += ref_[i] * ref_[i];
+        }
+        EXPECT_LT(err / norm, 1e-6) << "NMSE against the double-precision reference";
+        return out;
+    }
+
+    size_t bytes(size_t m) { return wsp_ggml_backend_all_gpu_weight_bytes(all_, m); }
+
+    wsp_ggml_backend_dev_t          all_ = nullptr;
+    EncoderConfig                   cfg_;
+    wsp_ggml_backend_t              backend_ = nullptr, cpu_ = nullptr;
+    std::unique_ptr<EncoderWeights> w_;
+    wsp_ggml_context *              ctx_   = nullptr;
+    wsp_ggml_cgraph *               g_     = nullptr;
+    wsp_ggml_backend_sched_t        sched_ = nullptr;
+    std::vector<float>              input_;
+    std::vector<double>             ref_;
+};
+
+TEST_F(AllGpuShares, NewSharesLayTheWeightsOutAnew) {
+    LogCapture               log;
+    const std::vector<float> even      = encode(); // the sims' free memory: equal shares
+    const size_t             main_even = bytes(0), other_even = bytes(1);
+    ASSERT_GT(other_even, 0u);
+
+    const char * said_before = wsp_ggml_backend_dev_description(all_);
+    EXPECT_NE(std::string(said_before).find("SIM0 (50%), SIM1 (50%)"), std::string::npos) << said_before;
+    const float three_one[] = { 3, 1 };
+    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all_, three_one));
+    EXPECT_EQ(bytes(1), 0u) << "the rows laid out by the old shares are let go";
+    const std::string said = wsp_ggml_backend_dev_description(all_);
+    EXPECT_NE(said.find("SIM0 (75%), SIM1 (25%)"), std::string::npos) << said;
+    EXPECT_NE(std::string(said_before).find("(50%)"), std::string::npos) << "a description given out stays valid";
+    (void) encode();
+    const size_t main_uneven = bytes(0), other_uneven = bytes(1);
+    EXPECT_GT(main_uneven, main_even) << "the main member holds 3 parts of 4 now";
+    EXPECT_LT(other_uneven, other_even);
+    EXPECT_GT(other_uneven, 0u);
+    EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
+
+    // the same shares again: nothing is let go
+    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all_, three_one));
+    EXPECT_EQ(bytes(1), other_uneven);
+
+    // back to the shares the device was made with: the same layout and the same bits as before
+    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all_, nullptr));
+    EXPECT_EQ(encode(), even);
+    EXPECT_EQ(bytes(0), main_even);
+    EXPECT_EQ(bytes(1), other_even);
+}
+
+TEST_F(AllGpuShares, BadSharesChangeNothing) {
+    const float three_one[] = { 3, 1 };
+    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all_, three_one));
+    const std::vector<float> before = encode();
+    const size_t             held   = bytes(1);
+
+    struct Bad {
+        std::vector<float> shares;
+        const char *       why;
+    };
+    const Bad bad[] = {
+        { { -1, 2 }, "share 1 (-1) is negative" },
+        { { 0, 0 }, "every share is 0" },
+        { { NAN, 1 }, "share 1 is not a finite number" },
+        { { 1, INFINITY }, "share 2 is not a finite number" },
+    };
+    for (const Bad & b : bad) {
+        LogCapture log;
+        EXPECT_FALSE(wsp_ggml_backend_all_gpu_set_tensor_split(all_, b.shares.data()));
+        EXPECT_TRUE(log.contains(b.why)) << log.text();
+        EXPECT_TRUE(log.contains("the shares stay as they were")) << log.text();
+        EXPECT_EQ(log.count(WSP_GGML_LOG_LEVEL_ERROR), 1);
+        EXPECT_EQ(bytes(1), held) << b.why << ": something was let go";
+    }
+    LogCapture log;
+    EXPECT_FALSE(wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_backend_all_gpu_member(all_, 1), three_one));
+    EXPECT_TRUE(log.contains("SIM1 is not an all-GPU device; no shares were set")) << log.text();
+    EXPECT_FALSE(wsp_ggml_backend_all_gpu_set_tensor_split(nullptr, three_one));
+    EXPECT_EQ(encode(), before) << "the shares changed";
+    EXPECT_EQ(bytes(1), held);
 }
 
 } // namespace

@@ -27,6 +27,7 @@
 #include "tp.h"
 
 #include <atomic>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,12 +75,16 @@ struct ShardedCache {
 
 struct Device {
     wsp_ggml_backend_reg_t              member_reg = nullptr;
-    std::vector<wsp_ggml_backend_dev_t> members;      // main first
-    std::vector<float>                  tensor_split; // per device of member_reg
-    std::string                         name, description;
-    wsp_ggml_backend_device             dev{};
-    wsp_ggml_backend_reg                reg{};
-    wsp_ggml_backend_buffer_type        buft{};
+    std::vector<wsp_ggml_backend_dev_t> members;       // main first
+    std::vector<float>                  tensor_split;  // per device of member_reg; set under mutex
+    std::vector<float>                  default_split; // what tensor_split was when the device was made
+    std::string                         name;
+    // the description by the shares, latest last; earlier ones are kept (a few bytes each) because
+    // clients may hold the pointer get_description gave them
+    std::list<std::string>       descriptions;
+    wsp_ggml_backend_device      dev{};
+    wsp_ggml_backend_reg         reg{};
+    wsp_ggml_backend_buffer_type buft{};
 
     // the weights' shadows, guarded by mutex
     std::recursive_mutex mutex; // recursive: a weight read while it is held may look at caches
@@ -123,6 +128,9 @@ struct Device {
     void forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches = true);
     // buffer b is cleared to v: so are the parts of the caches sharded from it
     void clear_caches(wsp_ggml_backend_buffer_t b, uint8_t v);
+    // Note [new shares]: tensor_split becomes `shares` (checked by the caller); everything laid out
+    // by the old shares goes: shadows, pieces, and sharded caches (made whole first)
+    void set_shares(const std::vector<float> & shares);
 };
 
 // Note [all-GPU counters]: the device counts its own graph computes (calls on its backends) and

@@ -2,13 +2,13 @@
 
 #include "all_gpu.h"
 
+#include "../split/partition.h"
 #include "../split/split_buffer.h"
 
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 namespace wsp::allgpu {
 
@@ -164,7 +164,9 @@ const char * dev_name(wsp_ggml_backend_dev_t dev) {
 }
 
 const char * dev_description(wsp_ggml_backend_dev_t dev) {
-    return dev_ctx(dev).description.c_str();
+    Device &                              d = dev_ctx(dev);
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    return d.descriptions.back().c_str();
 }
 
 void dev_memory(wsp_ggml_backend_dev_t dev, size_t * free_mem, size_t * total) {
@@ -184,7 +186,7 @@ enum wsp_ggml_backend_dev_type dev_type(wsp_ggml_backend_dev_t) {
 void dev_props(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_dev_props * props) {
     Device & d         = dev_ctx(dev);
     props->name        = d.name.c_str();
-    props->description = d.description.c_str();
+    props->description = dev_description(dev);
     props->type        = WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
     dev_memory(dev, &props->memory_free, &props->memory_total);
     props->caps.async                = true;
@@ -264,38 +266,34 @@ void * reg_proc(wsp_ggml_backend_reg_t, const char * name) {
     return nullptr;
 }
 
-// WSP_GGML_TENSOR_SPLIT=3,1: proportions per device of the member reg; otherwise by free memory
-std::vector<float> split_proportions(wsp_ggml_backend_reg_t reg) {
-    const size_t       n = wsp_ggml_backend_reg_dev_count(reg);
-    std::vector<float> p;
+// WSP_GGML_TENSOR_SPLIT=3,1: shares per member (partition::parse); otherwise, or where it cannot
+// be read (one warning), partition::default_shares: by free memory
+std::vector<float> split_proportions(const std::vector<wsp_ggml_backend_dev_t> & members) {
     if (const char * env = std::getenv("WSP_GGML_TENSOR_SPLIT")) {
-        std::stringstream ss(env);
-        std::string       item;
-        while (std::getline(ss, item, ',') && p.size() < n) {
-            p.push_back(std::max(0.0f, std::strtof(item.c_str(), nullptr)));
-        }
-        p.resize(n, 0.0f);
-        float sum = 0.0f;
-        for (float v : p) {
-            sum += v;
-        }
-        if (sum > 0.0f) {
+        std::vector<float> p;
+        std::string        why;
+        if (partition::parse(env, members.size(), &p, &why)) {
             return p;
         }
-        WSP_LOG_WARN("WSP_GGML_TENSOR_SPLIT=%s gives no device a share; splitting by free memory\n", env);
+        WSP_LOG_WARN("WSP_GGML_TENSOR_SPLIT: %s; splitting by free memory instead\n", why.c_str());
     }
-    p.assign(n, 0.0f);
-    bool any = false;
-    for (size_t i = 0; i < n; ++i) {
-        size_t free_mem = 0, total = 0;
-        wsp_ggml_backend_dev_memory(wsp_ggml_backend_reg_dev_get(reg, i), &free_mem, &total);
-        p[i] = (float) free_mem;
-        any  = any || free_mem > 0;
+    return partition::default_shares(members);
+}
+
+// "all of SIM0 (75%), SIM1 (25%) of the mat-mul weights' rows"
+std::string description_of(const Device & d) {
+    double sum = 0.0;
+    for (float p : d.tensor_split) {
+        sum += p;
     }
-    if (!any) {
-        p.assign(n, 1.0f); // no device says: evenly
+    std::string desc = "all of";
+    for (size_t i = 0; i < d.members.size(); ++i) {
+        char part[96];
+        std::snprintf(part, sizeof(part), "%s %s (%.0f%%)", i == 0 ? "" : ",", wsp_ggml_backend_dev_name(d.members[i]),
+                      100.0 * d.tensor_split[i] / sum);
+        desc += part;
     }
-    return p;
+    return desc + " of the mat-mul weights' rows";
 }
 
 } // namespace
@@ -569,6 +567,40 @@ void Device::unshard(const wsp_ggml_tensor * r, bool drop) {
     }
 }
 
+// Note [new shares]: the shares decide which rows each member's shadow slice, weight piece and
+// cache part holds, and those are made once and then kept: new shares that kept them would
+// compute with the old layout, and ones laid out anew beside them would hold the memory twice.
+// So they all go here and are made again, by the new shares, when the next graph needs them:
+// a sharded cache is first made whole in the main member's copy (its latest bytes are in the
+// parts), as unshard(r, true) does. Every piece or cache that goes bumps the generation, which
+// drops the runner's kept builds (Note [kept member graphs]); so does a shadow, for good measure.
+// The members' queued work must be done (the caller synchronized the device's backends), and no
+// graph may be computing on them: the backend reads tensor_split without the mutex.
+void Device::set_shares(const std::vector<float> & shares) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    if (shares == tensor_split) {
+        return;
+    }
+    std::vector<const wsp_ggml_tensor *> roots;
+    for (const auto & [r, c] : caches) {
+        roots.push_back(r);
+    }
+    for (const wsp_ggml_tensor * r : roots) {
+        unshard(r, true);
+    }
+    for (auto & [w, sh] : shadows) {
+        wsp_ggml_backend_buffer_free(sh.buffer);
+    }
+    shadows.clear();
+    for (auto & [key, p] : pieces) {
+        free_piece(p);
+    }
+    pieces.clear();
+    tensor_split = shares;
+    descriptions.push_back(description_of(*this));
+    ++generation;
+}
+
 void Device::say_once(const std::string & msg) {
     std::lock_guard<std::recursive_mutex> lock(mutex);
     if (said.insert(msg).second) {
@@ -647,24 +679,14 @@ wsp_ggml_backend_reg_t make_reg(wsp_ggml_backend_reg_t reg) {
     static auto & all_devices = *new std::vector<Device *>;
     auto *        d           = new Device;
     all_devices.push_back(d);
-    d->member_reg   = reg;
-    d->members      = gpus;
-    d->tensor_split = split_proportions(reg);
-    d->name         = std::string(wsp_ggml_backend_reg_name(reg)) + "_All";
-    double sum      = 0.0;
-    for (float p : d->tensor_split) {
-        sum += p;
-    }
-    std::string desc = "all of";
-    for (size_t i = 0; i < gpus.size(); ++i) {
-        char part[96];
-        std::snprintf(part, sizeof(part), "%s %s (%.0f%%)", i == 0 ? "" : ",", wsp_ggml_backend_dev_name(gpus[i]),
-                      100.0 * d->tensor_split[i] / sum);
-        desc += part;
-    }
-    d->description = desc + " of the mat-mul weights' rows";
-    d->reg         = { WSP_GGML_BACKEND_API_VERSION, { reg_name, reg_count, reg_get, reg_proc }, d };
-    d->dev         = { device_iface, &d->reg, d };
+    d->member_reg    = reg;
+    d->members       = gpus;
+    d->tensor_split  = split_proportions(gpus);
+    d->default_split = d->tensor_split;
+    d->name          = std::string(wsp_ggml_backend_reg_name(reg)) + "_All";
+    d->descriptions.push_back(description_of(*d));
+    d->reg  = { WSP_GGML_BACKEND_API_VERSION, { reg_name, reg_count, reg_get, reg_proc }, d };
+    d->dev  = { device_iface, &d->reg, d };
     d->buft = { { buft_name, buft_alloc, buft_alignment, buft_max_size, buft_alloc_size, buft_is_host }, &d->dev, d };
     return &d->reg;
 }
@@ -707,6 +729,27 @@ wsp_ggml_backend_all_gpu_traffic wsp_ggml_backend_all_gpu_get_traffic(wsp_ggml_b
     Device &                              d = wsp::allgpu::device_of(dev);
     std::lock_guard<std::recursive_mutex> lock(d.mutex);
     return d.traffic;
+}
+
+bool wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_backend_dev_t dev, const float * shares) {
+    if (!wsp_ggml_backend_dev_is_all_gpu(dev)) {
+        WSP_LOG_ERROR("%s: %s is not an all-GPU device; no shares were set\n", __func__,
+                      dev ? wsp_ggml_backend_dev_name(dev) : "NULL");
+        return false;
+    }
+    Device &           d = wsp::allgpu::device_of(dev);
+    std::vector<float> s = d.default_split;
+    if (shares != nullptr) {
+        std::string why;
+        if (!wsp::partition::check(shares, d.members.size(), &why)) {
+            WSP_LOG_ERROR("%s: %s: %s; the shares stay as they were\n", __func__, d.name.c_str(), why.c_str());
+            return false;
+        }
+        s.assign(shares, shares + d.members.size());
+    }
+    wsp::allgpu::MemberWork work(d); // making caches whole reads the members
+    d.set_shares(s);
+    return true;
 }
 
 size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i) {
