@@ -125,21 +125,10 @@ void add_encode_options(CLI::App & cmd, EncodeOptions & o) {
            "CUDA_All, ...): the weights whole in its buffer type, the scheduler over it and the CPU, its backend "
            "spreading the work over its members")
         ->check(one_of(kModes));
-    cmd.add_option_function<std::string>(
-           "--tensor-split",
-           [&](const std::string & s) {
-               wsp::cli::parse_split(s, o.tensor_split);
-               o.tensor_split_arg = s;
-           },
-           "proportions per device, A,B,...; with --mode all, WSP_GGML_TENSOR_SPLIT for the all-GPU device")
-        ->check(CLI::Validator(
-            [](std::string & v) {
-                std::vector<float> parts;
-                return wsp::cli::parse_split(v, parts)
-                           ? std::string()
-                           : v + " is not a list of non-negative proportions A,B,... with one above 0";
-            },
-            "A,B,..."));
+    cmd.add_option("--tensor-split", o.tensor_split,
+                   "shares per device, A,B,... (3,1: 75% and 25%; missing parts are 0; default: by free memory); "
+                   "with --mode all, the all-GPU device's members' shares")
+        ->type_name("A,B,...");
     cmd.add_flag("--json", o.json, "print one JSON object with the figures instead of text");
 }
 

@@ -24,8 +24,8 @@ struct EncodeOptions {
     std::string               device    = "auto"; // auto (every GPU, else the CPU), cpu, or a device name
     int                       n_sim     = 0;      // > 0: this many sim devices instead of GPUs
     Mode                      mode      = Mode::Split;
-    std::vector<float>        tensor_split;     // proportions per device (empty: even)
-    std::string               tensor_split_arg; // as given, for WSP_GGML_TENSOR_SPLIT (--mode all)
+    std::string               tensor_split; // --tensor-split as given (empty: the default shares); parsed
+                                            // by partition::parse once the devices are known
 };
 
 // 0; the registered backends, devices and registries
@@ -36,8 +36,5 @@ int cmd_encode(const EncodeOptions & o);
 
 // 0, or 1 with a message when the file cannot be written
 int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool json);
-
-// "3,1" -> {3, 1}; every part a non-negative number, at least one positive
-bool parse_split(const std::string & s, std::vector<float> & out);
 
 } // namespace wsp::cli

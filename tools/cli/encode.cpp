@@ -15,6 +15,7 @@
 #include "ggml-cpu.h"
 #include "ggml-sim.h"
 #include "ggml.h"
+#include "split/partition.h"
 
 #include <unistd.h>
 
@@ -30,23 +31,6 @@ namespace wsp::cli {
 
 using wsp::model::EncoderConfig;
 using wsp::model::EncoderWeights;
-
-bool parse_split(const std::string & text, std::vector<float> & out) {
-    out.clear();
-    float        sum = 0.0f;
-    const char * s   = text.c_str();
-    while (*s != '\0') {
-        char *      end = nullptr;
-        const float v   = std::strtof(s, &end);
-        if (end == s || !(v >= 0.0f) || (*end != ',' && *end != '\0')) {
-            return false;
-        }
-        out.push_back(v);
-        sum += v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return sum > 0.0f;
-}
 
 namespace {
 
@@ -124,10 +108,10 @@ std::vector<wsp_ggml_backend_dev_t> pick_devices(const EncodeOptions & o) {
     return devs;
 }
 
-// The split buffer type of the devices' registry over exactly these devices (proportions from
-// --tensor-split, even otherwise); nullptr with a message where the registry has none.
+// The split buffer type of the devices' registry over exactly these devices, by shares (one per
+// device); nullptr with a message where the registry has none.
 wsp_ggml_backend_buffer_type_t split_buffer_type(const std::vector<wsp_ggml_backend_dev_t> & devs,
-                                                 const std::vector<float> &                  proportions) {
+                                                 const std::vector<float> &                  shares) {
     wsp_ggml_backend_reg_t reg = wsp_ggml_backend_dev_backend_reg(devs[0]);
     auto                   fn  = (wsp_ggml_backend_split_buffer_type_t) wsp_ggml_backend_reg_get_proc_address(
                            reg, "wsp_ggml_backend_split_buffer_type");
@@ -144,7 +128,7 @@ wsp_ggml_backend_buffer_type_t split_buffer_type(const std::vector<wsp_ggml_back
         }
         for (size_t i = 0; i < wsp_ggml_backend_reg_dev_count(reg); ++i) {
             if (wsp_ggml_backend_reg_dev_get(reg, i) == devs[d]) {
-                split[i]    = proportions.empty() ? 1.0f : proportions[d];
+                split[i]    = shares[d];
                 main_device = main_device < 0 ? (int) i : main_device;
             }
         }
@@ -185,8 +169,8 @@ std::vector<wsp_ggml_backend_t> start_backends(const std::vector<wsp_ggml_backen
 
 // the weights placed by the mode (front end and final norm on the first device; the layers split,
 // in turn, or whole on the one device); false with a message
-bool place_weights(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs, EncoderWeights & w,
-                   EncodeReport & report) {
+bool place_weights(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs,
+                   const std::vector<float> & shares, EncoderWeights & w, EncodeReport & report) {
     std::vector<wsp_ggml_backend_buffer_type_t> layer_bufts;
     wsp_ggml_backend_buffer_type_t              matmul_buft = nullptr;
     const size_t                                n_dev       = devs.size();
@@ -205,7 +189,7 @@ bool place_weights(const EncodeOptions & o, const std::vector<wsp_ggml_backend_d
         std::snprintf(text, sizeof(text), "layer i on device i %% %zu", n_dev);
         report.placement(text);
     } else if (n_dev > 1) {
-        matmul_buft = split_buffer_type(devs, o.tensor_split);
+        matmul_buft = split_buffer_type(devs, shares);
         if (matmul_buft == nullptr) {
             return false;
         }
@@ -355,10 +339,11 @@ int run_encoder(const EncodeOptions & o, const EncoderWeights & weights, wsp_ggm
 
 // the weights, the graph and the scheduler over the started backends; then run_encoder
 int build_and_run(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs,
-                  std::vector<wsp_ggml_backend_t> & backends, EncodeReport & report) {
+                  const std::vector<float> & shares, std::vector<wsp_ggml_backend_t> & backends,
+                  EncodeReport & report) {
     const EncoderConfig & cfg = o.cfg;
     EncoderWeights        weights(cfg);
-    if (!place_weights(o, devs, weights, report)) {
+    if (!place_weights(o, devs, shares, weights, report)) {
         return 1;
     }
     weights.randomize(1234);
@@ -383,20 +368,37 @@ int build_and_run(const EncodeOptions & o, const std::vector<wsp_ggml_backend_de
     return rc;
 }
 
+// the shares of --tensor-split (partition::parse: one parser, one message), or the default ones
+// (partition::default_shares); --mode all: the all-GPU device takes them. false with a message
+bool shares_of(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs, std::vector<float> & shares) {
+    const bool   all     = o.mode == Mode::All;
+    const size_t n_parts = all ? wsp_ggml_backend_all_gpu_member_count(devs[0]) : devs.size();
+    if (o.tensor_split.empty()) {
+        shares = all ? std::vector<float>{} : wsp::partition::default_shares(devs); // all: the device's own
+        return true;
+    }
+    std::string why;
+    if (!wsp::partition::parse(o.tensor_split.c_str(), n_parts, &shares, &why)) {
+        std::fprintf(stderr, "--tensor-split: %s\n", why.c_str());
+        return false;
+    }
+    if (all && !wsp_ggml_backend_all_gpu_set_tensor_split(devs[0], shares.data())) {
+        std::fprintf(stderr, "--tensor-split: %s did not take the shares %s\n", wsp_ggml_backend_dev_name(devs[0]),
+                     o.tensor_split.c_str());
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 int cmd_encode(const EncodeOptions & o) {
-    // the all-GPU device reads its proportions when its registry is registered (pick_devices)
-    if (o.mode == Mode::All && !o.tensor_split_arg.empty()) {
-        setenv("WSP_GGML_TENSOR_SPLIT", o.tensor_split_arg.c_str(), 1);
-    }
     const std::vector<wsp_ggml_backend_dev_t> devs = pick_devices(o);
     if (devs.empty()) {
         return 1;
     }
-    const size_t n_parts = o.mode == Mode::All ? wsp_ggml_backend_all_gpu_member_count(devs[0]) : devs.size();
-    if (!o.tensor_split.empty() && o.tensor_split.size() != n_parts) {
-        std::fprintf(stderr, "--tensor-split has %zu parts for %zu devices\n", o.tensor_split.size(), n_parts);
+    std::vector<float> shares;
+    if (!shares_of(o, devs, shares)) {
         return 1;
     }
     std::vector<wsp_ggml_backend_t> backends = start_backends(devs, o.n_threads);
@@ -405,7 +407,7 @@ int cmd_encode(const EncodeOptions & o) {
     }
     EncodeReport report(o);
     report.devices(devs, wsp_ggml_backend_is_cpu(backends[0]));
-    const int rc = build_and_run(o, devs, backends, report);
+    const int rc = build_and_run(o, devs, shares, backends, report);
     for (wsp_ggml_backend_t x : backends) {
         wsp_ggml_backend_free(x);
     }
