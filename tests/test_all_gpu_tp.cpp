@@ -284,10 +284,18 @@ TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
     wsp_ggml_backend_t cpu     = wsp_ggml_backend_cpu_init();
     std::vector<float> expect((size_t) (N * SLOTS), 0.0f);
     LogCapture         log;
-    for (int slot : { 2, 0 }) {
-        wsp_ggml_context * ctx =
-            wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true });
-        wsp_ggml_tensor * x = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, K);
+    // each slot is a graph of its own, made as whisper.cpp makes a decoder step (a context in the
+    // same memory, one scheduler reset after each step): the same key, its write at another
+    // offset of the cache (Note [moved nodes]); the second graph finds what the first built and
+    // follows it, and nothing is planned again
+    std::vector<uint8_t>     meta(16 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead());
+    wsp_ggml_backend_t       bs[2] = { backend, cpu };
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
+    const auto               c0    = counters_of(all);
+    for (int slot : { 2, 0, 3, 1 }) {
+        const auto         before = counters_of(all);
+        wsp_ggml_context * ctx    = wsp_ggml_init({ meta.size(), meta.data(), true });
+        wsp_ggml_tensor *  x      = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, K);
         wsp_ggml_set_input(x);
         wsp_ggml_tensor * h = wsp_ggml_mul_mat(ctx, W, x);
         wsp_ggml_tensor * put =
@@ -297,8 +305,6 @@ TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
         wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
         wsp_ggml_build_forward_expand(g, put);
         wsp_ggml_build_forward_expand(g, out);
-        wsp_ggml_backend_t       bs[2] = { backend, cpu };
-        wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
         ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched, g));
         const std::vector<float> xv = random_values((size_t) K, 10 + slot);
         wsp_ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
@@ -318,10 +324,15 @@ TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
         std::vector<float> got((size_t) K);
         wsp_ggml_backend_tensor_get(out, got.data(), 0, got.size() * sizeof(float));
         EXPECT_TRUE(all_close(got, ov, 1e-4, 1e-4, "W2 (W x)"));
-        wsp_ggml_backend_sched_free(sched);
+        if (slot != 2) {
+            EXPECT_EQ(counters_of(all).plans_built - before.plans_built, 0u) << "slot " << slot << " planned anew";
+        }
+        wsp_ggml_backend_sched_reset(sched);
         wsp_ggml_free(ctx);
     }
+    wsp_ggml_backend_sched_free(sched);
     EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
+    EXPECT_EQ(counters_of(all).plans_built - c0.plans_built, 1u + 3u) << "one plan, a member graph on each of 3 sims";
     std::vector<float> got((size_t) (N * SLOTS));
     wsp_ggml_backend_tensor_get(cache, got.data(), 0, got.size() * sizeof(float)); // made whole from the parts
     EXPECT_TRUE(all_close(got, std::vector<double>(expect.begin(), expect.end()), 1e-5, 1e-5, "the cache"));

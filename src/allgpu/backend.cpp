@@ -94,6 +94,9 @@ wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
         const wsp_ggml_status s = m->iface.synchronize ? m->iface.synchronize(m) : WSP_GGML_STATUS_SUCCESS;
         status                  = status == WSP_GGML_STATUS_SUCCESS ? s : status;
     }
+    if (status == WSP_GGML_STATUS_SUCCESS && ctx_of(b).runner != nullptr) {
+        ctx_of(b).runner->members_idle();
+    }
     return status;
 }
 
@@ -121,6 +124,10 @@ bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * 
     }
     tp::GraphKey        key   = tp::key_of(g, d.tensor_split);
     tp::Runner::Build * built = c.runner->find(key);
+    if (built != nullptr && !c.runner->follow(*built, g)) { // its cache views fall elsewhere now
+        c.runner->drop(built);
+        built = nullptr;
+    }
     if (built == nullptr) {
         tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
         tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };

@@ -27,6 +27,9 @@ public:
             put((uint64_t) t->ne[d]);
             put((uint64_t) t->nb[d]);
         }
+    }
+
+    void put_memory(const wsp_ggml_tensor * t) {
         put_ptr(t->data);
         put_ptr(t->buffer);
         put((uint64_t) t->view_offs);
@@ -45,11 +48,14 @@ public:
         put_ptr(s);
         if (outside_.emplace(s, (int) outside_.size()).second) {
             put_shape(s);
+            put_memory(s);
             put_ptr(s->view_src);
         }
     }
 
     void add_node(const wsp_ggml_tensor * n, int i) { nodes_.emplace(n, i); }
+
+    bool is_node(const wsp_ggml_tensor * t) const { return nodes_.count(t) != 0; }
 
 private:
     GraphKey &                                       k_;
@@ -72,9 +78,15 @@ GraphKey key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportion
         const wsp_ggml_tensor * n = g->nodes[i];
         w.put((uint64_t) n->op);
         w.put_shape(n);
+        // a view of memory outside the graph (a cache, an input) at another offset is the same
+        // graph; a view into a node at another offset is not (its plan may differ)
+        const bool outside_view = n->view_src != nullptr && !w.is_node(n->view_src);
+        if (!outside_view) {
+            w.put((uint64_t) n->view_offs);
+        }
         constexpr size_t OP_WORDS = sizeof(n->op_params) / (sizeof(uint64_t));
         static_assert(OP_WORDS * sizeof(uint64_t) == sizeof(n->op_params), "op parameters in whole words");
-        for (size_t p = 0; p < OP_WORDS; ++p) {
+        for (size_t p = 0; p < OP_WORDS && !(outside_view && n->op == WSP_GGML_OP_VIEW); ++p) { // a view's: its offset
             uint64_t v = 0;
             std::memcpy(&v, reinterpret_cast<const char *>(n->op_params) + p * sizeof(uint64_t), sizeof(v));
             w.put(v);

@@ -1,12 +1,13 @@
 #pragma once
 
 // Note [graph keys]: what a graph given to the all-GPU device is, for the runner's cache of member
-// graphs (Note [kept member graphs] in runner.h): every node's op, type, flags, shape, strides,
-// op parameters, memory (data, buffer, view offset) and which node or outside tensor each source
-// and view source is; every outside tensor's identity (weights' pieces and sharded caches are
-// kept by tensor), memory and shape; and the shares of the split. Two graphs with equal keys
-// plan alike and build the same member graphs over the same memory, whatever their tensor
-// objects, so a decoder step that repeats its shapes runs what an earlier step built.
+// graphs (Note [kept member graphs] in runner.h): every node's op, type, flags, shape, strides and
+// op parameters and which node or outside tensor each source and view source is; every outside
+// tensor's identity (weights' pieces and sharded caches are kept by tensor), memory and shape;
+// and the shares of the split. Where the nodes are is not part of it: a decoder step writes its
+// keys and values at the next position of the cache (a view at another offset) and the scheduler
+// may place a node elsewhere, and a kept build follows them (Note [moved nodes] in runner.cpp).
+// Two graphs with equal keys plan alike, so a decoder step runs what an earlier step built.
 
 #include "ggml.h"
 

@@ -7,6 +7,7 @@
 
 #include "../core/impl.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace wsp::allgpu::tp {
@@ -39,6 +40,8 @@ struct Runner::Boundary {
 struct Runner::Build {
     GraphKey key;
     bool     planned = false;
+    bool     once    = false; // a graph seen once: it goes when the next graph is built
+    uint64_t hits    = 0;     // runs found by key
     struct PerMember {
         Block              mem;             // ctx's memory
         wsp_ggml_context * ctx   = nullptr; // the member graph's tensors
@@ -57,6 +60,35 @@ struct Runner::Build {
         wsp_ggml_tensor * dst;  // its rows of the graph's own tensor, on the main member
     };
     std::vector<Gather> gathers;
+
+    // Note [moved nodes]: what depends on where the graph's nodes are (their data and view
+    // offsets are not in the key), so that a graph with this key whose nodes are elsewhere runs
+    // this build: the member tensors that are a node's own memory, the member views at a node's
+    // offset, and the members' views of a sharded cache at a node's offset (a decoder step's
+    // write at its position). `seen` is where each node was when the build last ran.
+    std::vector<std::pair<void *, size_t>> seen;
+    struct Own {
+        wsp_ggml_tensor * t;
+        int               node;
+    };
+    struct ViewAt {
+        wsp_ggml_tensor * t;    // a view of base
+        wsp_ggml_tensor * base; // the member's local of the node's source
+        int               node;
+    };
+    struct CacheAt {
+        int                     node;
+        bool                    write;
+        const wsp_ggml_tensor * root;
+        int64_t                 ne[WSP_GGML_MAX_DIMS];
+        size_t                  nb[WSP_GGML_MAX_DIMS];
+        ViewMap                 vm;
+        // per member: its view of its part; for a write, also the copy (a view of the same bytes)
+        std::vector<wsp_ggml_tensor *> view, copy;
+    };
+    std::vector<Own>     own;
+    std::vector<ViewAt>  views;
+    std::vector<CacheAt> caches;
 
     std::vector<Block> * spare = nullptr; // the runner's, where the blocks go back
 
@@ -77,7 +109,8 @@ struct Runner::Build {
 // (and outside it) it has met
 struct Runner::Building {
     Build &                                                                     b;
-    std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>> local; // per member
+    std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>> local;     // per member
+    int                                                                         node = -1; // being made
 };
 
 namespace {
@@ -86,6 +119,14 @@ constexpr size_t SLOT_ALIGN = 256;
 
 size_t align_up(size_t n) {
     return (n + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+}
+
+// the offset of a node's view of a sharded cache: its own (a read), its destination's (a write)
+size_t cache_offset(const wsp_ggml_tensor * n, bool write) {
+    if (!write) {
+        return n->view_offs;
+    }
+    return n->src[1]->view_src != nullptr ? n->src[1]->view_offs : 0;
 }
 
 // chunk c of n elements over n_mem members
@@ -101,6 +142,11 @@ size_t slot_bytes(const wsp_ggml_tensor * part, int n_mem) {
 bool is_weight(const wsp_ggml_tensor * t) {
     return t->buffer != nullptr &&
            wsp_ggml_backend_buffer_get_usage(t->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+// a view node's offset in its source's bytes
+size_t offset_in_source(const wsp_ggml_tensor * n) {
+    return n->view_offs - (n->src[0]->view_src != nullptr ? n->src[0]->view_offs : 0);
 }
 
 // view of t with ne[dim] cut to r
@@ -262,13 +308,21 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
     if (np.out.kind == State::MAIN && m != 0) { // received from the main member before it is read
         return wsp_ggml_new_tensor(ctx, n->type, WSP_GGML_MAX_DIMS, n->ne);
     }
-    if (np.cache != nullptr && n->op == WSP_GGML_OP_VIEW) { // a read of a sharded cache
-        return cache_view(at, m, np);
-    }
-    if (np.cache != nullptr) { // a write into one: the copy lands in this member's part
-        wsp_ggml_tensor * src = take(at, m, n->src[0], np.take[0]);
-        wsp_ggml_tensor * dst = cache_view(at, m, np);
-        return src != nullptr && dst != nullptr ? wsp_ggml_cpy(ctx, src, dst) : nullptr;
+    if (np.cache != nullptr) { // a read of a sharded cache, or a write into one (into this member's part)
+        const bool write = n->op != WSP_GGML_OP_VIEW;
+        if (m == 0) {
+            Build::CacheAt c{ at.node, write, np.cache, {}, {}, np.cache_view, {}, {} };
+            std::copy(np.cache_ne, np.cache_ne + WSP_GGML_MAX_DIMS, c.ne);
+            std::copy(np.cache_nb, np.cache_nb + WSP_GGML_MAX_DIMS, c.nb);
+            at.b.caches.push_back(std::move(c));
+        }
+        Build::CacheAt &  c    = at.b.caches.back();
+        wsp_ggml_tensor * view = cache_view(at, m, np);
+        wsp_ggml_tensor * src  = write ? take(at, m, n->src[0], np.take[0]) : nullptr;
+        wsp_ggml_tensor * copy = write && src != nullptr && view != nullptr ? wsp_ggml_cpy(ctx, src, view) : nullptr;
+        c.view.push_back(view);
+        c.copy.push_back(copy);
+        return write ? copy : view;
     }
     wsp_ggml_tensor * src[WSP_GGML_MAX_SRC]{};
     for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
@@ -291,8 +345,9 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
             if (np.out.kind == State::SPLIT) { // the whole of a split tensor
                 t = wsp_ggml_view_tensor(ctx, src[0]);
             } else {
-                const size_t offs = n->view_offs - (n->src[0]->view_src != nullptr ? n->src[0]->view_offs : 0);
-                t = wsp_ggml_view_4d(ctx, src[0], ne[0], ne[1], ne[2], ne[3], n->nb[1], n->nb[2], n->nb[3], offs);
+                t = wsp_ggml_view_4d(ctx, src[0], ne[0], ne[1], ne[2], ne[3], n->nb[1], n->nb[2], n->nb[3],
+                                     offset_in_source(n));
+                at.b.views.push_back({ t, src[0], at.node });
             }
             break;
         default:
@@ -305,6 +360,7 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
             if (m == 0 && np.out.kind != State::SPLIT) { // the graph's own memory: its result is there
                 t->data   = n->data;
                 t->buffer = n->buffer;
+                at.b.own.push_back({ t, at.node });
             }
             break;
     }
@@ -344,6 +400,7 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
                 pm.ends.push_back(pm.graph->n_nodes);
             }
         }
+        at.node = i;
         for (size_t m = 0; m < members_.size() && !np.skip; ++m) {
             wsp_ggml_tensor * t = make_node(at, (int) m, n, np);
             if (t == nullptr) {
@@ -382,7 +439,9 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
         for (size_t m = 0; m < members_.size() && np.gather; ++m) {
             const wsp_ggml_tensor * n   = g->nodes[i];
             wsp_ggml_context *      ctx = b.members[0].ctx;
-            wsp_ggml_tensor *       dst = cut(ctx, alias(ctx, n), np.out.dim, np.out.ranges[m]);
+            wsp_ggml_tensor *       own = alias(ctx, n);
+            wsp_ggml_tensor *       dst = cut(ctx, own, np.out.dim, np.out.ranges[m]);
+            b.own.push_back({ own, i });
             wsp_ggml_backend_view_init(dst);
             if (m == 0) { // on the main member itself: a copy kernel (added by hand, as in all_reduce)
                 wsp_ggml_graph_add_node(b.members[0].graph, wsp_ggml_cpy(ctx, at.local[0].at(n), dst));
@@ -407,6 +466,10 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
         if (wsp_ggml_gallocr_get_buffer_size(mb.galloc, 0) != had) { // a new buffer: the others' tensors are gone
             builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b && k->planned; });
         }
+    }
+    b.seen.clear();
+    for (int i = 0; i < g->n_nodes; ++i) {
+        b.seen.emplace_back(g->nodes[i]->data, g->nodes[i]->view_offs);
     }
     return prepare_all_reduces(b);
 }
@@ -569,6 +632,12 @@ void Runner::wait_members() {
     for (wsp_ggml_backend_t m : backends_) {
         wsp_ggml_backend_synchronize(m);
     }
+    idle_ = true;
+}
+
+void Runner::drop(Build * b) {
+    wait_members(); // queued work reads the build's tensors and graphs
+    builds_.remove_if([b](const std::unique_ptr<Build> & k) { return k.get() == b; });
 }
 
 void Runner::drop_all() {
@@ -586,6 +655,8 @@ Runner::Build * Runner::find(const GraphKey & key) {
     }
     for (auto it = builds_.begin(); it != builds_.end(); ++it) {
         if ((*it)->key == key) {
+            (*it)->once = false; // seen again: kept
+            (*it)->hits++;
             builds_.splice(builds_.begin(), builds_, it);
             return builds_.front().get();
         }
@@ -598,10 +669,19 @@ Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan
     b->spare   = &spare_;
     b->key     = std::move(key);
     b->planned = plan.ok();
+    b->once    = sighted_.count(b->key.hash) == 0;
+    if (b->once) {
+        if (sighted_.size() >= SIGHTED) {
+            sighted_.clear();
+        }
+        sighted_.insert(b->key.hash);
+    }
     if (b->planned) {
         // a build may shard caches from the main member's copies and grow the members' buffers:
         // nothing may be running on them
         wait_members();
+        // the graph built to run once goes: its blocks, in pages touched already, make this one
+        builds_.remove_if([](const std::unique_ptr<Build> & k) { return k->once && k->planned; });
         const uint64_t before = device_.generation.load();
         builds_.push_front(std::move(b)); // kept first: a buffer it grows drops only the others
         Build & made = *builds_.front();
@@ -616,12 +696,90 @@ Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan
     } else {
         builds_.push_front(std::move(b));
     }
-    if (builds_.size() > CAPACITY) { // the least recently run, once its work is done
+    if (builds_.size() > CAPACITY) { // the least recently run never found again, else the least recently run
         wait_members();
-        builds_.pop_back();
+        auto gone = std::find_if(builds_.rbegin(), builds_.rend(), [](const auto & k) { return k->hits == 0; });
+        builds_.erase(gone != builds_.rend() ? std::next(gone).base() : std::prev(builds_.end()));
     }
     generation_ = device_.generation.load(); // what it made (sharded caches, pieces) is current
     return builds_.front().get();
+}
+
+// Note [moved nodes]: a kept build follows the graph's nodes to where they are now. A member view
+// of a sharded cache is mapped again at the node's new offset; where it falls on other parts
+// than before (another plan would be needed) the build cannot follow and false is returned. The
+// member tensors that are a node's memory take its new address, the views at a node's offset
+// take the new offset, and every view in the build's contexts is pointed again at its source.
+// The members must be done with the build's last run first (a sim reads a node's tensor when it
+// runs it): they are, when the device's backend was synchronized since (whisper.cpp does after
+// every step), else they are waited for.
+bool Runner::follow(Build & b, const wsp_ggml_cgraph * g) {
+    if (!b.planned) { // nothing built: the row split runs graphs like it
+        return true;
+    }
+    bool moved = false;
+    for (int i = 0; i < g->n_nodes && !moved; ++i) {
+        moved = b.seen[(size_t) i] != std::make_pair(g->nodes[i]->data, g->nodes[i]->view_offs);
+    }
+    if (!moved) {
+        return true;
+    }
+    for (const Build::CacheAt & c : b.caches) { // can every cache view follow?
+        const wsp_ggml_tensor * n    = g->nodes[c.node];
+        const size_t            offs = cache_offset(n, c.write);
+        const Layout *          L    = device_.cache_layout(c.root);
+        ViewMap                 vm;
+        if (L == nullptr || !map_view(*L, c.ne, c.nb, offs, wsp_ggml_type_size(c.root->type), vm) ||
+            vm.dim != c.vm.dim || vm.stride != c.vm.stride || vm.ranges != c.vm.ranges) {
+            return false;
+        }
+    }
+    if (!idle_) {
+        wait_members();
+    }
+    for (const Build::CacheAt & c : b.caches) {
+        const wsp_ggml_tensor * n    = g->nodes[c.node];
+        const size_t            offs = cache_offset(n, c.write);
+        const Layout &          L    = *device_.cache_layout(c.root);
+        for (size_t m = 0; m < members_.size(); ++m) {
+            int64_t ne[WSP_GGML_MAX_DIMS];
+            size_t  nb[WSP_GGML_MAX_DIMS], loffs = 0;
+            local_view(L, (int) m, c.vm, c.ne, c.nb, offs, wsp_ggml_type_size(c.root->type), ne, nb, &loffs);
+            c.view[m]->view_offs = loffs;
+            std::memcpy(c.view[m]->op_params, &loffs, sizeof(loffs)); // a view's offset, as view_4d wrote it
+            if (c.copy[m] != nullptr) {
+                c.copy[m]->view_offs = loffs;
+            }
+        }
+    }
+    for (const Build::Own & o : b.own) {
+        o.t->data   = g->nodes[o.node]->data;
+        o.t->buffer = g->nodes[o.node]->buffer;
+    }
+    for (const Build::ViewAt & v : b.views) { // in node order: a base that is a view moved first
+        const size_t offs = offset_in_source(g->nodes[v.node]);
+        v.t->view_offs    = v.base->view_offs + offs;
+        std::memcpy(v.t->op_params, &offs, sizeof(offs));
+    }
+    for (Build::PerMember & pm : b.members) {
+        for (wsp_ggml_context * ctx : { pm.ctx, pm.ar_ctx }) {
+            for (wsp_ggml_tensor * t = ctx != nullptr ? wsp_ggml_get_first_tensor(ctx) : nullptr; t != nullptr;
+                 t                   = wsp_ggml_get_next_tensor(ctx, t)) {
+                if (t->view_src != nullptr) {
+                    t->data   = (char *) t->view_src->data + t->view_offs;
+                    t->buffer = t->view_src->buffer;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < g->n_nodes; ++i) {
+        b.seen[(size_t) i] = { g->nodes[i]->data, g->nodes[i]->view_offs };
+    }
+    return true;
+}
+
+void Runner::members_idle() {
+    idle_ = true;
 }
 
 bool Runner::planned(const Build & b) {
@@ -630,6 +788,7 @@ bool Runner::planned(const Build & b) {
 
 wsp_ggml_status Runner::run(Build & b, Moved & moved) {
     const size_t n_mem = members_.size();
+    idle_              = false;
     for (size_t m = 0; m < n_mem; ++m) {
         Member &           mb = *members_[m];
         Build::PerMember & pm = b.members[m];

@@ -7,15 +7,21 @@
 // work, events and the all-reduce's copies order the streams among themselves.
 //
 // Note [kept member graphs]: what the runner builds for a graph (member graphs, their
-// allocations, the all-reduces' parts, the inputs and the gathers) is kept under the graph's key
-// (Note [graph keys] in graph_key.h), so a graph seen before, a decoder step whose shapes repeat
-// or a repeated encode, runs without planning, building or allocating, and without a host wait:
-// the members' memory is ordered by events. A graph that no plan fits is kept too (the row split
-// runs it, the planner is not asked again). At most CAPACITY builds are kept, the least recently
-// run goes first. Builds share each member's compute buffer, one allocator per member: they run
-// one after another on the members' streams, so their tensors may overlap. When a build grows
-// that buffer, or a weight's piece or a sharded cache goes (the device's generation moves), the
-// other builds read memory that is gone and are dropped.
+// allocations, the all-reduces' tensors and sums, the inputs and the gathers) is kept under the
+// graph's key (Note [graph keys] in graph_key.h), so a graph seen before, a repeated encode or a
+// decoder step whose shapes repeat (its nodes may be elsewhere: Note [moved nodes] in
+// runner.cpp), runs without planning, building or allocating, and without a host wait: the
+// members' memory is ordered by events. A graph that no plan fits is kept too (the row split
+// runs it, the planner is not asked again). A graph is kept from its second sighting on (Note
+// [graphs seen once]). At most CAPACITY builds are kept; the least recently run of those never
+// found again goes first, else the least recently run. Builds share each member's compute
+// buffer, one allocator per member: they run one after another on the members' streams, so their
+// tensors may overlap. When a build grows that buffer, or a weight's piece or a sharded cache goes
+// (the device's generation moves), the other builds read memory that is gone and are dropped.
+//
+// What keeping costs: a newly kept build's tensors land in host memory touched for the first
+// time (about 0.6 ms of page faults per build over 2 members on this project's virtual machine)
+// until CAPACITY builds are kept and the ones that go hand their memory on.
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -26,6 +32,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 namespace wsp::allgpu {
@@ -57,6 +64,13 @@ public:
     Build * add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status);
     // false: no plan fits the build's graphs
     static bool planned(const Build & b);
+    // points a build at where g's nodes are (g has the build's key; Note [moved nodes] in
+    // runner.cpp); false where it cannot follow them (drop it, then add g anew)
+    bool follow(Build & b, const wsp_ggml_cgraph * g);
+    // drops a build (after the members' queued work)
+    void drop(Build * b);
+    // the members were synchronized by the device's backend: nothing queued reads a build
+    void members_idle();
     // runs a build: its inputs sent, its segments and all-reduces queued, its results gathered
     wsp_ggml_status run(Build & b, Moved & moved);
 
@@ -68,6 +82,13 @@ private:
     std::vector<wsp_ggml_backend_t>      backends_;
     std::vector<std::unique_ptr<Member>> members_;
     wsp_ggml_backend_all_reduce_t        fast_all_reduce_ = nullptr; // the member reg's own, if any
+    // Note [graphs seen once]: the hashes of the keys of graphs built so far (at most SIGHTED,
+    // then forgotten): a graph seen for the first time is built to run once, in the blocks of
+    // the graph before it seen once; only a graph seen again is kept. A decoder whose every step
+    // has new shapes (whisper.cpp's cache grows a position a step where it is not padded) then
+    // builds each step in warm memory, as without a cache, and keeps none of them.
+    static constexpr size_t      SIGHTED = 4096;
+    std::unordered_set<uint64_t> sighted_;
     // host memory for the builds' contexts: a build that goes hands its blocks on to the next one
     // made, whose tensors then land in pages touched before (a fresh block costs a page fault for
     // each page it touches, which on a virtual machine was most of a build's time)
@@ -78,8 +99,9 @@ private:
     static constexpr size_t           SPARE_BLOCKS = 16;
     std::vector<Block>                spare_; // before builds_: a build hands its blocks back as it goes
     Block                             take_block(size_t size);
-    std::list<std::unique_ptr<Build>> builds_;         // most recently run first
-    uint64_t                          generation_ = 0; // the device's, when they were built
+    std::list<std::unique_ptr<Build>> builds_;            // most recently run first
+    uint64_t                          generation_ = 0;    // the device's, when they were built
+    bool                              idle_       = true; // nothing run since the members were waited for
 
     // waits for every member's queued work (before a build it may read is freed or rebuilt)
     void              wait_members();
