@@ -8,8 +8,13 @@
 //    far cheaper than instantiating): a decoder step is one graph computed between synchronizes,
 //    and differs from the step before only in numbers (the KV cache grows a cell, its write
 //    moves). So a graph that is the first since a synchronize, after an evaluation of one graph
-//    that was recorded then and never replayed, with the same ops and types, replaces that
-//    recording. Every other graph is kept apart: the splits of a scheduler's evaluation each call
+//    that was recorded then and never replayed, with the same ops and types and reading mostly
+//    the same memory from outside the graph (at least half its outside sources at the same
+//    addresses: the same weights and caches), replaces that recording. A scheduler that waits
+//    for a backend between two of its splits makes them look like two evaluations of one graph;
+//    the splits read other weights, so the second does not replace the first (with the ops
+//    alone, two splits of our own GEMM did, and the first was recorded again in the next
+//    evaluation). Every other graph is kept apart: the splits of a scheduler's evaluation each call
 //    their backend with a graph of their own, in the same order every time, and the copies a
 //    scheduler rotates through (Note [copy rotation]) alternate; each replays when it comes again.
 //    A replaced graph that comes back after all is remembered (ghosts_) and never replaces another.
@@ -67,7 +72,9 @@ private:
         uint64_t          hash    = 0; // of bytes: a cheap first comparison
         uint64_t          ops     = 0; // of the ops and types alone: graphs that may differ only in numbers
         size_t            n_nodes = 0;
-        bool              operator==(const Key & o) const { return hash == o.hash && bytes == o.bytes; }
+        // the addresses of the sources from outside the graph (weights, caches, inputs), in order
+        std::vector<const void *> outside;
+        bool                      operator==(const Key & o) const { return hash == o.hash && bytes == o.bytes; }
     };
 
     struct Entry {
@@ -77,8 +84,9 @@ private:
         GraphExec             exec;     // destroyed before the block can go
     };
 
-    static Key key_of(const wsp_ggml_cgraph * graph);
-    Result     launch(Entry & e, cudaStream_t stream, Result as);
+    static Key  key_of(const wsp_ggml_cgraph * graph);
+    static bool reads_alike(const Key & a, const Key & b);
+    Result      launch(Entry & e, cudaStream_t stream, Result as);
     // records the graph; NULL (and OFF in *why) when it cannot be recorded now
     cudaGraph_t capture(cudaStream_t stream, ScratchArena & arena, const std::function<bool()> & launch_all,
                         Result * why);
