@@ -14,12 +14,8 @@
 
 namespace {
 
+using wsp::buffer_of;
 using wsp::describe;
-
-// the buffer holding t's data (views share their source's buffer)
-wsp_ggml_backend_buffer_t buffer_of(const wsp_ggml_tensor * t) {
-    return t->view_src ? t->view_src->buffer : t->buffer;
-}
 
 // common checks of tensor_set/get/memset; false (with a message) when the access is invalid
 bool check_access(const wsp_ggml_tensor * t, size_t offset, size_t size, const char * fn) {

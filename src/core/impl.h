@@ -7,6 +7,7 @@
 
 #include "ggml.h"
 #include "log.h"
+#include "tensor_roles.h"
 
 #include <cstring>
 #include <string>
@@ -128,11 +129,6 @@ struct CustomOp1Params {
     int                   n_tasks;
     void *                userdata;
 };
-
-// the tensor that owns the memory of t (t itself unless t is a view)
-inline const wsp_ggml_tensor * storage_of(const wsp_ggml_tensor * t) {
-    return t->view_src ? t->view_src : t;
-}
 
 // payload of `size` bytes in the context arena (aborts with a message when ctx is full)
 WSP_INTERNAL_API void * context_alloc(wsp_ggml_context * ctx, wsp_ggml_object_type type, size_t size);

@@ -14,14 +14,8 @@
 
 namespace {
 
-bool is_view_op(const wsp_ggml_tensor * t) {
-    return t->op == WSP_GGML_OP_VIEW || t->op == WSP_GGML_OP_RESHAPE || t->op == WSP_GGML_OP_PERMUTE ||
-           t->op == WSP_GGML_OP_TRANSPOSE;
-}
-
-wsp_ggml_backend_buffer_t buffer_of(const wsp_ggml_tensor * t) {
-    return t->view_src ? t->view_src->buffer : t->buffer;
-}
+using wsp::buffer_of;
+using wsp::is_view_op;
 
 constexpr int ASSIGN_ERROR = -2;
 

@@ -15,10 +15,8 @@ namespace {
 
 using Sched = wsp_ggml_backend_sched;
 
-bool is_view_op(const wsp_ggml_tensor * t) {
-    return t->op == WSP_GGML_OP_VIEW || t->op == WSP_GGML_OP_RESHAPE || t->op == WSP_GGML_OP_PERMUTE ||
-           t->op == WSP_GGML_OP_TRANSPOSE;
-}
+using wsp::buffer_of;
+using wsp::is_view_op;
 
 // copies of t for backend b, made on first need
 void make_copies(Sched & s, wsp_ggml_tensor * t, size_t slot, int b, bool keep_original_as_current) {
@@ -41,10 +39,6 @@ void make_copies(Sched & s, wsp_ggml_tensor * t, size_t slot, int b, bool keep_o
         }
         s.copy_of(slot, b, c) = cpy;
     }
-}
-
-wsp_ggml_backend_buffer_t buffer_of(const wsp_ggml_tensor * t) {
-    return t->view_src ? t->view_src->buffer : t->buffer;
 }
 
 // a weight on another backend that this one cannot read: a new split lets the weights of the
