@@ -1,5 +1,5 @@
 // Tensor parallelism in the all-GPU device over sims (Note [tensor parallelism] in
-// src/allgpu/tp.h): a whisper-shaped encoder (tools/model) whose weights live whole in the
+// src/allgpu/plan.h): a whisper-shaped encoder (tools/model) whose weights live whole in the
 // all-GPU device's buffer type runs Megatron-style, heads and MLP columns per member. Its result
 // equals the double-precision reference, over 2, 3 and 4 sims, with head counts that do not
 // divide by the member count and with uneven tensor_split; the bytes that move between sims per

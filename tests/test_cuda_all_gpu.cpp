@@ -2,7 +2,7 @@
 // two or more devices, the whisper-shaped graph of all_gpu_util.h with its weights in the
 // device's buffer type equals the CPU's, the devices holding their rows of the mat-mul weights;
 // with one device there is no all-GPU device. A whisper-shaped encoder (tools/model) runs
-// tensor-parallel on it (Note [tensor parallelism] in src/allgpu/tp.h): the reference's result,
+// tensor-parallel on it (Note [tensor parallelism] in src/allgpu/plan.h): the reference's result,
 // two all-reduces per layer, each through NCCL where the reg has it, else peer copies.
 
 #include "all_gpu_util.h"

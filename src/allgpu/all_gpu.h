@@ -17,6 +17,12 @@
 //    it runs: the split mat-mul pass, pipelines, events and peer copies do the rest.
 //  - Cost: the main member holds every weight, the others their rows of the spread ones. Less
 //    memory needs the weight's main copy given up, which breaks its other readers; not done.
+//
+// The rooms: device.cpp (the reg, the device and its shares, the public functions), watched.cpp
+// (the buffer type), weights.cpp (shadows and pieces of weights), caches.cpp (sharded caches),
+// backend.cpp (a graph to the tensor-parallel runner or the row split), plan.{h,cpp} (the
+// tensor-parallel plan), runner.{h,cpp} (running plans, builds kept across calls), graph_key.{h,cpp}
+// (what makes two graphs the same build), counters.cpp (Note [all-GPU counters]).
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend-impl.h"
@@ -24,7 +30,7 @@
 #include "../backend/counters.h"
 #include "../core/log.h"
 #include "../race/race.h"
-#include "tp.h"
+#include "plan.h"
 
 #include <atomic>
 #include <list>
@@ -51,7 +57,7 @@ struct Shadow {
     race::VectorClock made;
 };
 
-// a weight's piece on one member for tensor parallelism (Note [tensor parallelism] in tp.h):
+// a weight's piece on one member for tensor parallelism (Note [tensor parallelism] in plan.h):
 // the whole weight, some of its rows or some of its columns, copied once into the member's memory
 enum class PieceKind { WHOLE, ROWS, COLUMNS };
 
@@ -65,7 +71,7 @@ struct Piece {
     race::VectorClock         made; // as Shadow::made
 };
 
-// a cache kept sharded (Note [sharded caches] in tp.h): member m's part of every block
+// a cache kept sharded (Note [sharded caches] in plan.h): member m's part of every block
 struct ShardedCache {
     tp::Layout                layout;           // origin -1: kept from the graph that made it
     std::vector<Piece>        pieces;           // per member, 1-D
@@ -162,6 +168,17 @@ bool                   is_all_gpu_reg(wsp_ggml_backend_reg_t reg);
 wsp_ggml_backend_reg_t member_reg(wsp_ggml_backend_reg_t all_reg);
 
 Device & device_of(wsp_ggml_backend_dev_t dev);
+
+// the buffer type's interface: the main member's buffers, watched (watched.cpp)
+wsp_ggml_backend_buffer_type_i watched_buffer_type_iface();
+// the bytes of d's weights buffers (they live on the main member)
+size_t main_weight_bytes(const Device & d);
+// writes t's first `size` bytes (t in a watched buffer) through the buffer's own interface: its
+// spread copies stay (a sharded cache's bytes coming home)
+void set_unwatched(const wsp_ggml_tensor * t, const void * data, size_t size);
+
+// frees a piece's buffer and context (weights.cpp)
+void free_piece(Piece & p);
 
 // the device's backend (backend.cpp)
 wsp_ggml_backend_t backend_init(Device & d);

@@ -4,7 +4,7 @@
 #include "all_gpu.h"
 #include "graph_key.h"
 #include "runner.h"
-#include "tp.h"
+#include "plan.h"
 
 #include "ggml-cpu.h"
 
@@ -174,12 +174,12 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; ++i) {
         for (int j = -1; j < WSP_GGML_MAX_SRC; ++j) {
             const wsp_ggml_tensor * t = j < 0 ? g->nodes[i] : g->nodes[i]->src[j];
-            if (t != nullptr && c.device->cache_layout(tp::root_of(t)) != nullptr) {
+            if (t != nullptr && c.device->cache_layout(storage_of(t)) != nullptr) {
                 if (!synced) {
                     b_synchronize(b);
                     synced = true;
                 }
-                c.device->unshard(tp::root_of(t), true);
+                c.device->unshard(storage_of(t), true);
             }
         }
     }

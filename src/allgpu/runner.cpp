@@ -139,11 +139,6 @@ size_t slot_bytes(const wsp_ggml_tensor * part, int n_mem) {
     return align_up((size_t) ((wsp_ggml_nelements(part) + n_mem - 1) / n_mem) * sizeof(float));
 }
 
-bool is_weight(const wsp_ggml_tensor * t) {
-    return t->buffer != nullptr &&
-           wsp_ggml_backend_buffer_get_usage(t->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
-}
-
 // a view node's offset in its source's bytes
 size_t offset_in_source(const wsp_ggml_tensor * n) {
     return n->view_offs - (n->src[0]->view_src != nullptr ? n->src[0]->view_offs : 0);
@@ -243,7 +238,7 @@ wsp_ggml_tensor * Runner::local_of(Building & at, int m, const wsp_ggml_tensor *
     // from outside the graph: the main member's own memory; on the others a weight's copy made
     // once, anything else copied per run
     Build::PerMember &      pm    = at.b.members[(size_t) m];
-    const wsp_ggml_tensor * root  = root_of(t);
+    const wsp_ggml_tensor * root  = storage_of(t);
     wsp_ggml_tensor *       lroot = nullptr;
     if (auto it = local.find(root); it != local.end()) {
         lroot = it->second;

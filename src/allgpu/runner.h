@@ -1,6 +1,6 @@
 #pragma once
 
-// The runner of tensor-parallel plans (Note [tensor parallelism] in tp.h): on each member, a graph
+// The runner of tensor-parallel plans (Note [tensor parallelism] in plan.h): on each member, a graph
 // of local tensors (its pieces of the split ones, its own copies of the REPL ones; the main
 // member's REPL and PARTIAL results land in the graph's own memory, so they need no copy back),
 // run in segments between all-reduces. All asynchronous: each member's stream orders its own
@@ -27,7 +27,7 @@
 #include "ggml-backend.h"
 
 #include "graph_key.h"
-#include "tp.h"
+#include "plan.h"
 
 #include <cstdint>
 #include <list>

@@ -1,15 +1,15 @@
 // The backend registry: backends compiled in (CPU always, CUDA/HIP when built) are registered
 // on first use; backends built as shared libraries are loaded with dlopen, checked (entry
 // point, score, API version) and registered with their devices, and removed again on unload.
-// A reg with two or more GPU devices brings an all-GPU device over them (src/allgpu), listed
-// after the reg's devices, or before every GPU device with WSP_GGML_ALL_GPUS=1.
+// Regs made over another reg's devices (the all-GPU device) join through hooks (Note [reg hooks]
+// in reg_hooks.h).
 
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-sim.h"
 
-#include "../allgpu/all_gpu.h"
 #include "../core/impl.h"
+#include "reg_hooks.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -40,6 +40,23 @@ struct RegEntry {
     wsp_ggml_backend_reg_t reg;
     void *                 handle; // NULL for backends compiled in
 };
+
+using wsp::backend::RegHook;
+
+std::vector<RegHook> & reg_hooks() {
+    static std::vector<RegHook> hooks;
+    return hooks;
+}
+
+// the reg that `over` was made over by a hook, NULL where no hook made it
+wsp_ggml_backend_reg_t made_over(wsp_ggml_backend_reg_t over) {
+    for (const RegHook & h : reg_hooks()) {
+        if (wsp_ggml_backend_reg_t under = h.made_over(over)) {
+            return under;
+        }
+    }
+    return nullptr;
+}
 
 class Registry {
 public:
@@ -78,10 +95,21 @@ public:
         for (size_t i = 0; i < n; ++i) {
             add_device(wsp_ggml_backend_reg_dev_get(reg, i));
         }
-        if (wsp_ggml_backend_reg_t all = wsp::allgpu::make_reg(reg)) {
-            regs_.push_back({ all, nullptr });
-            wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(all, 0);
-            if (all_gpus_first()) {
+        for (const RegHook & h : reg_hooks()) {
+            add_made_over(h, reg);
+        }
+    }
+
+    // what hook h makes over reg (Note [reg hooks])
+    void add_made_over(const RegHook & h, wsp_ggml_backend_reg_t reg) {
+        wsp_ggml_backend_reg_t over = h.make(reg);
+        if (over == nullptr) {
+            return;
+        }
+        regs_.push_back({ over, nullptr });
+        for (size_t i = 0; i < wsp_ggml_backend_reg_dev_count(over); ++i) {
+            wsp_ggml_backend_dev_t dev = wsp_ggml_backend_reg_dev_get(over, i);
+            if (h.listed_first()) {
                 auto first_gpu = std::find_if(devices_.begin(), devices_.end(), [](wsp_ggml_backend_dev_t d) {
                     return wsp_ggml_backend_dev_type(d) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU;
                 });
@@ -90,11 +118,6 @@ public:
                 add_device(dev);
             }
         }
-    }
-
-    static bool all_gpus_first() {
-        const char * env = std::getenv("WSP_GGML_ALL_GPUS");
-        return env != nullptr && std::atoi(env) != 0;
     }
 
     void add_device(wsp_ggml_backend_dev_t dev) {
@@ -109,10 +132,8 @@ public:
             return false;
         }
         *handle = it->handle;
-        // the reg goes, and the all-GPU reg over it
-        auto gone = [&](wsp_ggml_backend_reg_t r) {
-            return r == reg || (wsp::allgpu::is_all_gpu_reg(r) && wsp::allgpu::member_reg(r) == reg);
-        };
+        // the reg goes, and the regs made over it
+        auto gone = [&](wsp_ggml_backend_reg_t r) { return r == reg || made_over(r) == reg; };
         devices_.erase(
             std::remove_if(devices_.begin(), devices_.end(), [&](wsp_ggml_backend_dev_t d) { return gone(d->reg); }),
             devices_.end());
@@ -130,10 +151,13 @@ std::recursive_mutex & registry_mutex() {
     return m;
 }
 
+Registry * made_registry = nullptr; // set once registry() made it; guarded by registry_mutex()
+
 // callers hold registry_mutex(); the sim check runs once, and its own registration re-enters here
 Registry & registry() {
     static Registry r;
     static bool     sim_checked = false;
+    made_registry               = &r;
     if (!sim_checked) {
         sim_checked = true;
         Registry::add_sim_from_env();
@@ -208,6 +232,19 @@ std::vector<fs::path> default_search_dirs() {
 }
 
 } // namespace
+
+void wsp::backend::add_reg_hook(const RegHook & hook) {
+    std::lock_guard<std::recursive_mutex> lock(registry_mutex());
+    reg_hooks().push_back(hook);
+    if (made_registry != nullptr) { // regs registered before the hook: offered now
+        const std::vector<RegEntry> regs = made_registry->regs_;
+        for (const RegEntry & e : regs) {
+            if (made_over(e.reg) == nullptr) {
+                made_registry->add_made_over(hook, e.reg);
+            }
+        }
+    }
+}
 
 extern "C" {
 

@@ -1,7 +1,7 @@
-// The tensor-parallel plan of a graph (Note [tensor parallelism] in tp.h): a state per node, how
+// The tensor-parallel plan of a graph (Note [tensor parallelism] in plan.h): a state per node, how
 // each node reads its sources on a member, and where PARTIAL results are all-reduced.
 
-#include "tp.h"
+#include "plan.h"
 
 #include "ggml-backend.h"
 
@@ -33,12 +33,19 @@ Ranges spread(int64_t n, int64_t unit, const std::vector<float> & proportions, b
     return r;
 }
 
-// 0: mapped; 1: the split dim found, but the parts do not fall on its boundaries (out.stride
-// says which); -1: the view reads across the parts
-static int map_view_code(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es,
-                         ViewMap & out) {
+namespace {
+
+// how a view lies on a sharded root's parts
+enum class ViewFit {
+    MAPPED,       // each member reads its own part (out is set)
+    OFF_PARTS,    // the split dim is found, but the parts do not fall on its boundaries (out.stride
+                  // says which: whole heads)
+    ACROSS_PARTS, // the view reads across the parts
+};
+
+ViewFit map_view_fit(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out) {
     if (offs % es != 0 || L.W <= 0 || nb[0] != es) {
-        return -1;
+        return ViewFit::ACROSS_PARTS;
     }
     const int64_t r0   = (int64_t) (offs / es) % L.W;
     int           best = -1; // the outermost dim inside a block
@@ -48,14 +55,14 @@ static int map_view_code(const Layout & L, const int64_t * ne, const size_t * nb
             continue;
         }
         if (nb[d] % es != 0 || (s >= L.W && s % L.W != 0)) {
-            return -1;
+            return ViewFit::ACROSS_PARTS;
         }
         if (s < L.W && (best < 0 || s > (int64_t) (nb[best] / es))) {
             best = d;
         }
     }
     if (best < 0) {
-        return -1;
+        return ViewFit::ACROSS_PARTS;
     }
     const int64_t s     = (int64_t) (nb[best] / es);
     int64_t       inner = r0; // the farthest element the other dims inside a block reach
@@ -64,22 +71,24 @@ static int map_view_code(const Layout & L, const int64_t * ne, const size_t * nb
         inner += d != best && ne[d] > 1 && sd < L.W ? (ne[d] - 1) * sd : 0;
     }
     if (inner >= s || ne[best] * s != L.W) {
-        return -1;
+        return ViewFit::ACROSS_PARTS;
     }
     out.dim    = best;
     out.stride = s;
     out.ranges.clear();
     for (const Range & p : L.parts) {
         if (p.first % s != 0 || p.second % s != 0) {
-            return 1;
+            return ViewFit::OFF_PARTS;
         }
         out.ranges.push_back({ p.first / s, p.second / s });
     }
-    return 0;
+    return ViewFit::MAPPED;
 }
 
+} // namespace
+
 bool map_view(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out) {
-    return map_view_code(L, ne, nb, offs, es, out) == 0;
+    return map_view_fit(L, ne, nb, offs, es, out) == ViewFit::MAPPED;
 }
 
 void local_view(const Layout & L, int m, const ViewMap & vm, const int64_t * ne, const size_t * nb, size_t offs,
@@ -95,37 +104,6 @@ void local_view(const Layout & L, int m, const ViewMap & vm, const int64_t * ne,
 }
 
 namespace {
-
-bool is_view_op(wsp_ggml_op op) {
-    return op == WSP_GGML_OP_VIEW || op == WSP_GGML_OP_RESHAPE || op == WSP_GGML_OP_PERMUTE ||
-           op == WSP_GGML_OP_TRANSPOSE;
-}
-
-// ops that read their first source element by element into a result of its shape
-bool is_elementwise(const wsp_ggml_tensor * n) {
-    switch (n->op) {
-        case WSP_GGML_OP_UNARY:
-        case WSP_GGML_OP_SCALE:
-        case WSP_GGML_OP_SQR:
-        case WSP_GGML_OP_SQRT:
-        case WSP_GGML_OP_LOG:
-        case WSP_GGML_OP_CLAMP:
-        case WSP_GGML_OP_DUP:
-        case WSP_GGML_OP_CPY: // a cast (a copy into another tensor writes outside the node; refused before)
-            return true;
-        case WSP_GGML_OP_CONT: return wsp_ggml_are_same_shape(n, n->src[0]);
-        default: return false;
-    }
-}
-
-bool is_weight(const wsp_ggml_tensor * t) {
-    return t->buffer != nullptr &&
-           wsp_ggml_backend_buffer_get_usage(t->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
-}
-
-bool is_binary(wsp_ggml_op op) {
-    return op == WSP_GGML_OP_ADD || op == WSP_GGML_OP_SUB || op == WSP_GGML_OP_MUL || op == WSP_GGML_OP_DIV;
-}
 
 class Planner {
 public:
@@ -230,6 +208,21 @@ private:
     bool visit_flash_attn(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np);
 
+    // Note [split rules]: what an op makes of a split source, one rule per op (split_rule): a
+    // node with a split source and no rule gets no plan (the reason says which op)
+    using Rule = bool (Planner::*)(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    static Rule split_rule(wsp_ggml_op op);
+    bool        rule_reshape(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_cont(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_permute(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_view(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_elementwise(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_norm(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_soft_max(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        no_rule(const wsp_ggml_tensor * n) {
+               return fail("%s (%s) has no rule for a split source", n->name, wsp_ggml_op_name(n->op));
+    }
+
     static Take slice(int dim, const Ranges & r) { return Take{ Take::SLICE, dim, r }; }
 };
 
@@ -269,10 +262,11 @@ bool Planner::reshape(const State & s, const int64_t * from, const int64_t * to,
 
 // np's cache view (cache_ne/nb/offs set) onto L's parts
 bool Planner::map_cache(const Layout & L, NodePlan & np, const wsp_ggml_tensor * r, const char * what) {
-    ViewMap      vm;
-    const size_t es   = wsp_ggml_type_size(r->type);
-    const int    code = map_view_code(L, np.cache_ne, np.cache_nb, np.cache_offs, es, vm);
-    if (code == 1 && L.origin < 0) { // kept from an earlier graph in finer parts: sharded anew, in whole heads
+    ViewMap       vm;
+    const size_t  es  = wsp_ggml_type_size(r->type);
+    const ViewFit fit = map_view_fit(L, np.cache_ne, np.cache_nb, np.cache_offs, es, vm);
+    if (fit == ViewFit::OFF_PARTS &&
+        L.origin < 0) { // kept from an earlier graph in finer parts: sharded anew, in whole heads
         Layout L2 = L;
         bool   ok = false;
         L2.unit   = std::lcm(L.unit, vm.stride);
@@ -283,12 +277,12 @@ bool Planner::map_cache(const Layout & L, NodePlan & np, const wsp_ggml_tensor *
         p_->layouts[r] = L2;
         return map_cache(L2, np, r, what);
     }
-    if (code == 1) { // the parts must fall on the view's split dim: whole heads
+    if (fit == ViewFit::OFF_PARTS) { // the parts must fall on the view's split dim: whole heads
         State ls{ State::SPLIT, 0, {}, L.origin, L.num, L.den };
         ls.fixed_unit = L.unit;
         return need(ls, vm.stride) && fail("%s %s off its parts", what, r->name);
     }
-    if (code < 0) {
+    if (fit == ViewFit::ACROSS_PARTS) {
         return fail("%s %s across its parts", what, r->name);
     }
     np.cache      = r;
@@ -442,6 +436,92 @@ bool Planner::visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np) {
     return true;
 }
 
+// Note [split rules]: the op -> rule table for nodes with a split source (the first, but for
+// binary ops and attention, whose rules read every operand). Each rule sets np.out (and np.take
+// where a member reads its sources otherwise than as they are) or fails with the reason.
+Planner::Rule Planner::split_rule(wsp_ggml_op op) {
+    switch (op) {
+        case WSP_GGML_OP_FLASH_ATTN_EXT: return &Planner::visit_flash_attn;
+        case WSP_GGML_OP_ADD:
+        case WSP_GGML_OP_SUB:
+        case WSP_GGML_OP_MUL:
+        case WSP_GGML_OP_DIV: return &Planner::visit_binary;
+        case WSP_GGML_OP_RESHAPE: return &Planner::rule_reshape;
+        case WSP_GGML_OP_CONT: return &Planner::rule_cont;
+        case WSP_GGML_OP_PERMUTE:
+        case WSP_GGML_OP_TRANSPOSE: return &Planner::rule_permute;
+        case WSP_GGML_OP_VIEW: return &Planner::rule_view;
+        case WSP_GGML_OP_UNARY:
+        case WSP_GGML_OP_SCALE:
+        case WSP_GGML_OP_SQR:
+        case WSP_GGML_OP_SQRT:
+        case WSP_GGML_OP_LOG:
+        case WSP_GGML_OP_CLAMP:
+        case WSP_GGML_OP_DUP:
+        case WSP_GGML_OP_CPY: return &Planner::rule_elementwise;
+        case WSP_GGML_OP_NORM:
+        case WSP_GGML_OP_RMS_NORM: return &Planner::rule_norm;
+        case WSP_GGML_OP_SOFT_MAX: return &Planner::rule_soft_max;
+        default: return nullptr;
+    }
+}
+
+bool Planner::rule_reshape(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    return reshape(in[0], n->src[0]->ne, n->ne, np.out);
+}
+
+// a copy into a new layout: a reshape where the shape changes, elementwise where it does not
+bool Planner::rule_cont(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    return wsp_ggml_are_same_shape(n, n->src[0]) ? rule_elementwise(n, in, np) : rule_reshape(n, in, np);
+}
+
+bool Planner::rule_permute(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    np.out     = in[0];
+    np.out.dim = n->op_params[in[0].dim]; // source dim k lands on axis k
+    return true;
+}
+
+// a view of the whole tensor; any other view of a split tensor has no rule
+bool Planner::rule_view(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    if (!wsp_ggml_are_same_shape(n, n->src[0]) || n->view_offs != n->src[0]->view_offs ||
+        !std::equal(n->nb, n->nb + WSP_GGML_MAX_DIMS, n->src[0]->nb)) {
+        return no_rule(n);
+    }
+    np.out = in[0];
+    return true;
+}
+
+// element by element into a result of the source's shape (a CPY with a destination writes outside
+// the node: refused before the rules)
+bool Planner::rule_elementwise(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    if (n->src[1] != nullptr) {
+        return no_rule(n);
+    }
+    np.out = in[0];
+    return true;
+}
+
+bool Planner::rule_norm(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    np.out = in[0];
+    return in[0].dim != 0 || fail("%s normalizes rows that are split", n->name);
+}
+
+bool Planner::rule_soft_max(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    float max_bias = 0.0f;
+    std::memcpy(&max_bias, n->op_params + 1, sizeof(float));
+    const wsp_ggml_tensor * mask = n->src[1];
+    const int               k    = in[0].dim;
+    np.out                       = in[0];
+    if (k == 0 || (k == 2 && max_bias != 0.0f) || n->src[2] != nullptr) {
+        return fail("%s: soft_max split along dimension %d", n->name, k);
+    }
+    if (mask != nullptr && mask->ne[k] != 1) {
+        np.take[1] = slice(k, in[0].ranges);
+        return mask->ne[k] == n->ne[k] || fail("%s: mask broadcast over a split dimension", n->name);
+    }
+    return true;
+}
+
 bool Planner::visit(int i, Plan & p) {
     wsp_ggml_tensor * n  = gr_.g->nodes[i];
     NodePlan &        np = p.nodes[i];
@@ -487,8 +567,8 @@ bool Planner::visit(int i, Plan & p) {
     }
     for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
         const wsp_ggml_tensor * t = n->src[j];
-        if (t != nullptr && outside(t) && outside(root_of(t)) && layout_of(root_of(t)) != nullptr) {
-            return fail("%s reads the sharded %s whole", n->name, root_of(t)->name);
+        if (t != nullptr && outside(t) && outside(storage_of(t)) && layout_of(storage_of(t)) != nullptr) {
+            return fail("%s reads the sharded %s whole", n->name, storage_of(t)->name);
         }
     }
     bool ok = true;
@@ -509,43 +589,19 @@ bool Planner::visit(int i, Plan & p) {
         np.out = State{}; // REPL from REPL sources, whatever the op
         for (int j = 0; j < WSP_GGML_MAX_SRC && !is_view_op(n->op); ++j) {
             const wsp_ggml_tensor * t = n->src[j];
-            if (t != nullptr && is_weight(root_of(t)) && wsp_ggml_nbytes(root_of(t)) > 8 * wsp_ggml_nbytes(n)) {
+            if (t != nullptr && is_weight(storage_of(t)) && wsp_ggml_nbytes(storage_of(t)) > 8 * wsp_ggml_nbytes(n)) {
                 np.out.kind = State::MAIN; // a big table's few rows: sent, not the table copied
             }
         }
-    } else if (n->op == WSP_GGML_OP_FLASH_ATTN_EXT) {
-        ok = visit_flash_attn(n, in, np);
-    } else if (is_binary(n->op)) {
-        ok = visit_binary(n, in, np);
-    } else if (in[0].kind != State::SPLIT) {
-        ok = fail("%s (%s) reads a split tensor it has no rule for", n->name, wsp_ggml_op_name(n->op));
-    } else if (n->op == WSP_GGML_OP_RESHAPE || (n->op == WSP_GGML_OP_CONT && !wsp_ggml_are_same_shape(n, n->src[0]))) {
-        ok = reshape(in[0], n->src[0]->ne, n->ne, np.out);
-    } else if (n->op == WSP_GGML_OP_PERMUTE || n->op == WSP_GGML_OP_TRANSPOSE) {
-        np.out     = in[0];
-        np.out.dim = n->op_params[in[0].dim]; // source dim k lands on axis k
-    } else if (n->op == WSP_GGML_OP_VIEW && wsp_ggml_are_same_shape(n, n->src[0]) &&
-               n->view_offs == n->src[0]->view_offs && std::equal(n->nb, n->nb + WSP_GGML_MAX_DIMS, n->src[0]->nb)) {
-        np.out = in[0]; // the whole tensor
-    } else if (is_elementwise(n) && n->src[1] == nullptr) {
-        np.out = in[0];
-    } else if (n->op == WSP_GGML_OP_NORM || n->op == WSP_GGML_OP_RMS_NORM) {
-        np.out = in[0];
-        ok     = in[0].dim != 0 || fail("%s normalizes rows that are split", n->name);
-    } else if (n->op == WSP_GGML_OP_SOFT_MAX) {
-        float max_bias = 0.0f;
-        std::memcpy(&max_bias, n->op_params + 1, sizeof(float));
-        const wsp_ggml_tensor * mask = n->src[1];
-        const int               k    = in[0].dim;
-        np.out                       = in[0];
-        if (k == 0 || (k == 2 && max_bias != 0.0f) || n->src[2] != nullptr) {
-            ok = fail("%s: soft_max split along dimension %d", n->name, k);
-        } else if (mask != nullptr && mask->ne[k] != 1) {
-            np.take[1] = slice(k, in[0].ranges);
-            ok         = mask->ne[k] == n->ne[k] || fail("%s: mask broadcast over a split dimension", n->name);
-        }
     } else {
-        ok = fail("%s (%s) has no rule for a split source", n->name, wsp_ggml_op_name(n->op));
+        const Rule rule = split_rule(n->op);
+        // attention's and binary ops' rules read every operand; the others a split first source
+        const bool every_operand = rule == &Planner::visit_flash_attn || rule == &Planner::visit_binary;
+        if (rule != nullptr && !every_operand && in[0].kind != State::SPLIT) {
+            ok = fail("%s (%s) reads a split tensor it has no rule for", n->name, wsp_ggml_op_name(n->op));
+        } else {
+            ok = rule != nullptr ? (this->*rule)(n, in, np) : no_rule(n);
+        }
     }
     if (!ok) {
         return false;
@@ -633,7 +689,7 @@ uint64_t structure_of(const wsp_ggml_cgraph * g) {
         mix((uint64_t) n->type);
         for (const wsp_ggml_tensor * s : n->src) {
             auto it = s != nullptr ? index.find(s) : index.end();
-            mix(s == nullptr ? 0 : it != index.end() ? (uint64_t) it->second + 1 : (uintptr_t) root_of(s));
+            mix(s == nullptr ? 0 : it != index.end() ? (uint64_t) it->second + 1 : (uintptr_t) storage_of(s));
         }
     }
     return h;

@@ -2,7 +2,7 @@
 
 // Note [tensor parallelism]: how the all-GPU device runs a transformer graph Megatron-style.
 //
-// The plan (tp_plan.cpp) gives every node of the graph a state, found from the graph alone:
+// The plan (plan.cpp) gives every node of the graph a state, found from the graph alone:
 //  - REPL: every member computes it whole (layer norms, residual adds, the graph's inputs);
 //  - SPLIT(dim, ranges): member m holds indices ranges[m] of dimension dim;
 //  - PARTIAL: every member holds a whole-shaped term; the value is their sum.
@@ -29,6 +29,8 @@
 // the reason: the caller runs it with the row split instead and logs that once.
 
 #include "ggml.h"
+
+#include "../core/tensor_roles.h"
 
 #include <cstdint>
 #include <functional>
@@ -138,11 +140,6 @@ Plan make_plan(const Graph & graph, std::unordered_map<int, int64_t> * units = n
 // the graph's structure (ops, types, which node or outside tensor each source is) without shapes:
 // a decoder's graphs are alike from step to step, so their plans start from the same units
 uint64_t structure_of(const wsp_ggml_cgraph * g);
-
-// the storage a tensor's bytes belong to
-inline const wsp_ggml_tensor * root_of(const wsp_ggml_tensor * t) {
-    return t->view_src != nullptr ? t->view_src : t;
-}
 
 // ranges of n indices in whole units over members by proportions, by Note [partition]
 // (src/split/partition.h); ok = false when n is not whole units or a range is empty

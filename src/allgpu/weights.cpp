@@ -1,0 +1,221 @@
+// The all-GPU device's copies of weights: a spreadable weight's shadow (the row split's split
+// tensor, Note [shadow split]) and its pieces per member for tensor parallelism, made on first
+// use and gone when the weight is written or its buffer goes.
+
+#include "all_gpu.h"
+
+#include "../split/split_buffer.h"
+
+#include <climits>
+#include <cstring>
+
+namespace wsp::allgpu {
+
+bool spreadable(const Device & d, const wsp_ggml_tensor * w) {
+    return w != nullptr && w->view_src == nullptr && w->op == WSP_GGML_OP_NONE && w->buffer != nullptr &&
+           wsp_ggml_backend_buffer_get_usage(w->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
+           wsp_ggml_backend_buffer_get_type(w->buffer) == wsp_ggml_backend_dev_buffer_type(d.main()) && w->ne[2] == 1 &&
+           w->ne[3] == 1 && w->ne[1] >= (int64_t) d.members.size() && wsp_ggml_is_contiguous(w);
+}
+
+wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = shadows.find(w);
+    if (it != shadows.end()) {
+        const wsp_ggml_tensor * t = it->second.tensor.get();
+        if (it->second.weight_data == w->data && t->type == w->type && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1]) {
+            race::checker().acquire(race::checker().host_agent(), it->second.made);
+            return it->second.tensor.get();
+        }
+        wsp_ggml_backend_buffer_free(it->second.buffer); // another tensor now: made again
+        shadows.erase(it);
+    }
+    using split_buft_fn = wsp_ggml_backend_buffer_type_t (*)(int, const float *);
+    auto make_buft      = reinterpret_cast<split_buft_fn>(
+        wsp_ggml_backend_reg_get_proc_address(member_reg, "wsp_ggml_backend_split_buffer_type"));
+    wsp_ggml_backend_buffer_type_t buft = make_buft ? make_buft(0, tensor_split.data()) : nullptr;
+    if (buft == nullptr) {
+        WSP_LOG_ERROR("%s: %s has no split buffer type; %s's mat-muls stay on %s\n", name.c_str(),
+                      wsp_ggml_backend_reg_name(member_reg), w->name, wsp_ggml_backend_dev_name(main()));
+        return nullptr;
+    }
+    Shadow s;
+    s.tensor = std::make_unique<wsp_ggml_tensor>();
+    s.buffer = wsp_ggml_backend_buft_alloc_buffer(buft, wsp_ggml_nbytes(w)); // handles; slices come per device
+    if (s.buffer == nullptr || !split::init_shadow(s.buffer, s.tensor.get(), w)) {
+        if (s.buffer != nullptr) {
+            wsp_ggml_backend_buffer_free(s.buffer);
+        }
+        WSP_LOG_ERROR("%s: cannot spread %s over the members; its mat-muls stay on %s\n", name.c_str(), w->name,
+                      wsp_ggml_backend_dev_name(main()));
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_set_usage(s.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    s.weight_data       = w->data;
+    s.made              = race::checker().release_host();
+    wsp_ggml_tensor * t = s.tensor.get();
+    shadows.emplace(w, std::move(s));
+    return t;
+}
+
+void free_piece(Piece & p) {
+    wsp_ggml_backend_buffer_free(p.buffer);
+    wsp_ggml_free(p.ctx);
+}
+
+namespace {
+
+// the bytes of w's piece, read through the host: rows [b, e), columns [b, e) of every row, or all
+bool piece_bytes(const wsp_ggml_tensor * w, PieceKind kind, int64_t b, int64_t e, std::vector<uint8_t> & out) {
+    if (kind == PieceKind::ROWS) {
+        out.resize((size_t) (e - b) * w->nb[1]);
+        wsp_ggml_backend_tensor_get(w, out.data(), (size_t) b * w->nb[1], out.size());
+        return true;
+    }
+    std::vector<uint8_t> all(wsp_ggml_nbytes(w));
+    wsp_ggml_backend_tensor_get(w, all.data(), 0, all.size());
+    if (kind == PieceKind::WHOLE) {
+        out = std::move(all);
+        return true;
+    }
+    const int64_t blck = wsp_ggml_blck_size(w->type);
+    if (b % blck != 0 || e % blck != 0) {
+        return false;
+    }
+    const size_t first = wsp_ggml_row_size(w->type, b), len = wsp_ggml_row_size(w->type, e - b);
+    out.resize(len * (size_t) w->ne[1]);
+    for (int64_t r = 0; r < w->ne[1]; ++r) {
+        std::memcpy(out.data() + (size_t) r * len, all.data() + (size_t) r * w->nb[1] + first, len);
+    }
+    return true;
+}
+
+const char * kind_name(PieceKind k) {
+    return k == PieceKind::WHOLE ? "whole" : k == PieceKind::ROWS ? "rows" : "columns";
+}
+
+} // namespace
+
+wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind kind, int64_t begin, int64_t end) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    const auto                            key = std::make_tuple(w, m, kind, begin, end);
+    auto                                  it  = pieces.find(key);
+    if (it != pieces.end()) {
+        if (it->second.weight_data == w->data && it->second.tensor->type == w->type) {
+            race::checker().acquire(race::checker().host_agent(), it->second.made);
+            return it->second.tensor;
+        }
+        free_piece(it->second); // another tensor at that address now: made again
+        pieces.erase(it);
+        ++generation;
+    }
+    int64_t ne[WSP_GGML_MAX_DIMS]          = { w->ne[0], w->ne[1], w->ne[2], w->ne[3] };
+    ne[kind == PieceKind::COLUMNS ? 0 : 1] = kind == PieceKind::WHOLE ? w->ne[1] : end - begin;
+    Piece                p;
+    std::vector<uint8_t> bytes;
+    p.ctx = wsp_ggml_init({ wsp_ggml_tensor_overhead(), nullptr, true });
+    if (p.ctx != nullptr && piece_bytes(w, kind, begin, end, bytes)) {
+        p.tensor = wsp_ggml_new_tensor(p.ctx, w->type, WSP_GGML_MAX_DIMS, ne);
+        wsp_ggml_format_name(p.tensor, "%s (%s %lld-%lld)", w->name, kind_name(kind), (long long) begin,
+                             (long long) end);
+        p.buffer = wsp_ggml_backend_alloc_ctx_tensors_from_buft(p.ctx, wsp_ggml_backend_dev_buffer_type(members[m]));
+    }
+    if (p.buffer == nullptr || bytes.size() != wsp_ggml_nbytes(p.tensor)) {
+        WSP_LOG_ERROR("%s: cannot place %s's %s %lld-%lld on %s\n", name.c_str(), w->name, kind_name(kind),
+                      (long long) begin, (long long) end, wsp_ggml_backend_dev_name(members[m]));
+        if (p.buffer != nullptr) {
+            wsp_ggml_backend_buffer_free(p.buffer);
+        }
+        wsp_ggml_free(p.ctx);
+        return nullptr;
+    }
+    wsp_ggml_backend_buffer_set_usage(p.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    wsp_ggml_backend_tensor_set(p.tensor, bytes.data(), 0, bytes.size());
+    p.weight_data       = w->data;
+    p.weight_buffer     = w->buffer;
+    p.member            = m;
+    p.made              = race::checker().release_host();
+    wsp_ggml_tensor * t = p.tensor;
+    pieces.emplace(key, std::move(p));
+    return t;
+}
+
+void Device::forget(const wsp_ggml_tensor * w) {
+    unshard(storage_of(w), true); // a write to a sharded cache: whole again first, then written
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    auto                                  it = shadows.find(w);
+    if (it != shadows.end()) {
+        wsp_ggml_backend_buffer_free(it->second.buffer);
+        shadows.erase(it);
+    }
+    for (auto p = pieces.lower_bound(std::make_tuple(w, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
+         p != pieces.end() && std::get<0>(p->first) == w;) {
+        free_piece(p->second);
+        p = pieces.erase(p);
+        ++generation;
+    }
+}
+
+void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    for (auto it = shadows.begin(); it != shadows.end();) {
+        // the main rows of a shadow are the weight's memory: the slice on the main member says where
+        bool in_b = false;
+        for (const split::Slice & s : split::split_of(it->second.tensor.get())->slices) {
+            in_b = in_b || s.buffer == b;
+        }
+        if (in_b) {
+            wsp_ggml_backend_buffer_free(it->second.buffer);
+            it = shadows.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto c = caches.begin(); c != caches.end();) { // the buffer goes: no write-back
+        if (with_caches && c->second.buffer == b) {
+            for (Piece & p : c->second.pieces) {
+                free_piece(p);
+            }
+            c = caches.erase(c);
+            ++generation;
+        } else {
+            ++c;
+        }
+    }
+    for (auto p = pieces.begin(); p != pieces.end();) {
+        if (p->second.weight_buffer == b) {
+            free_piece(p->second);
+            p = pieces.erase(p);
+            ++generation;
+        } else {
+            ++p;
+        }
+    }
+}
+
+} // namespace wsp::allgpu
+
+using wsp::allgpu::Device;
+
+extern "C" {
+
+size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i) {
+    if (i >= wsp_ggml_backend_all_gpu_member_count(dev)) {
+        return 0;
+    }
+    Device & d     = wsp::allgpu::device_of(dev);
+    size_t   bytes = 0;
+    if (i == 0) {
+        bytes += wsp::allgpu::main_weight_bytes(d); // the weights themselves
+    }
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    for (const auto & [w, s] : d.shadows) {
+        bytes += wsp::split::device_bytes(s.buffer, (int) i);
+    }
+    for (const auto & [key, p] : d.pieces) {
+        bytes += p.member == (int) i ? wsp_ggml_backend_buffer_get_size(p.buffer) : 0;
+    }
+    return bytes;
+}
+
+} // extern "C"
