@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -344,6 +346,114 @@ TEST(AllGpuTensorParallel, CacheWrittenSplitReadsBackWhole) {
     wsp_ggml_backend_buffer_free(cbuf);
     wsp_ggml_backend_buffer_free(wbuf);
     wsp_ggml_free(cctx);
+    wsp_ggml_free(wctx);
+}
+
+// Note [all-gathered sources] (src/allgpu/plan.h): ops with no rule for a split source (sum_rows),
+// or whose rule refuses how it is split (soft_max along the split rows), read it all-gathered:
+// the graph still runs tensor-parallel, on 3 sims, equal to the reference; a second run builds
+// nothing and computes the same bits
+TEST(AllGpuTensorParallel, OpsWithoutARuleReadTheirSourcesAllGathered) {
+    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    ASSERT_NE(all, nullptr);
+    constexpr int64_t         K = 32, N = 48, T = 5;
+    wsp_ggml_context *        wctx = wsp_ggml_init({ 8 * wsp_ggml_tensor_overhead(), nullptr, true });
+    wsp_ggml_tensor *         W    = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, N);
+    wsp_ggml_tensor *         W2   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, K);
+    wsp_ggml_tensor *         W3   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, N);
+    wsp_ggml_backend_buffer_t wbuf =
+        wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, wsp_ggml_backend_dev_buffer_type(all));
+    wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    const std::vector<float> w = random_values((size_t) (K * N), 1), w2 = random_values((size_t) (K * N), 2),
+                             w3 = random_values((size_t) (K * N), 3), xv = random_values((size_t) (K * T), 4);
+    wsp_ggml_backend_tensor_set(W, w.data(), 0, w.size() * sizeof(float));
+    wsp_ggml_backend_tensor_set(W2, w2.data(), 0, w2.size() * sizeof(float));
+    wsp_ggml_backend_tensor_set(W3, w3.data(), 0, w3.size() * sizeof(float));
+
+    wsp_ggml_context * ctx =
+        wsp_ggml_init({ 32 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true });
+    wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, K, T);
+    wsp_ggml_set_input(x);
+    wsp_ggml_tensor * h   = wsp_ggml_mul_mat(ctx, W, x);                          // [N, T], rows per member
+    wsp_ggml_tensor * p   = wsp_ggml_soft_max(ctx, h);                            // along the split rows
+    wsp_ggml_tensor * out = wsp_ggml_mul_mat(ctx, W2, p);                         // [K, T]
+    wsp_ggml_tensor * s   = wsp_ggml_sum_rows(ctx, wsp_ggml_mul_mat(ctx, W3, x)); // [1, T]: no rule
+    wsp_ggml_set_output(out);
+    wsp_ggml_set_output(s);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+    wsp_ggml_build_forward_expand(g, out);
+    wsp_ggml_build_forward_expand(g, s);
+
+    // the reference, in double precision
+    std::vector<double> ref_out((size_t) (K * T)), ref_s((size_t) T);
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> hv((size_t) N), pv((size_t) N);
+        double              mx = -1e300, sum = 0.0;
+        for (int64_t r = 0; r < N; ++r) {
+            double a = 0.0, b = 0.0;
+            for (int64_t c = 0; c < K; ++c) {
+                a += (double) w[(size_t) (r * K + c)] * xv[(size_t) (t * K + c)];
+                b += (double) w3[(size_t) (r * K + c)] * xv[(size_t) (t * K + c)];
+            }
+            hv[(size_t) r] = a;
+            mx             = std::max(mx, a);
+            ref_s[(size_t) t] += b;
+        }
+        for (int64_t r = 0; r < N; ++r) {
+            pv[(size_t) r] = std::exp(hv[(size_t) r] - mx);
+            sum += pv[(size_t) r];
+        }
+        for (int64_t k = 0; k < K; ++k) {
+            double o = 0.0;
+            for (int64_t r = 0; r < N; ++r) {
+                o += (double) w2[(size_t) (k * N + r)] * pv[(size_t) r] / sum;
+            }
+            ref_out[(size_t) (t * K + k)] = o;
+        }
+    }
+
+    wsp_ggml_backend_t       backend = wsp_ggml_backend_dev_init(all, nullptr);
+    wsp_ggml_backend_t       cpu     = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t       bs[2]   = { backend, cpu };
+    wsp_ggml_backend_sched_t sched   = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
+    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched, g));
+    wsp_ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+    LogCapture log;
+    auto       eval = [&](std::vector<float> & o, std::vector<float> & so) {
+        EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
+        o.resize((size_t) (K * T));
+        so.resize((size_t) T);
+        wsp_ggml_backend_tensor_get(out, o.data(), 0, o.size() * sizeof(float));
+        wsp_ggml_backend_tensor_get(s, so.data(), 0, so.size() * sizeof(float));
+    };
+    const auto         c0  = counters_of(all);
+    const auto         tp0 = wsp_ggml_backend_all_gpu_get_traffic(all);
+    std::vector<float> o1, s1, o2, s2;
+    eval(o1, s1);
+    const auto c1  = counters_of(all);
+    const auto tp1 = wsp_ggml_backend_all_gpu_get_traffic(all);
+    EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
+    EXPECT_EQ(c1.plans_built - c0.plans_built, 1u + 3u) << "one plan, a member graph on each of 3 sims";
+    EXPECT_TRUE(all_close(o1, ref_out, 1e-4, 1e-4, "W2 soft_max(W x)"));
+    EXPECT_TRUE(all_close(s1, ref_s, 1e-4, 1e-4, "sum_rows(W3 x)"));
+    // h and W3 x all-gathered: each member receives the others' parts of both, (3 - 1) wholes in
+    // all for each; then the output's parts from the 2 other members to the main one
+    const size_t whole = (size_t) (N * T) * sizeof(float);
+    EXPECT_GE(tp1.gathered - tp0.gathered, 2 * 2 * whole);
+    EXPECT_LT(tp1.gathered - tp0.gathered, 2 * 2 * whole + (size_t) (K * T) * sizeof(float));
+    EXPECT_EQ(tp1.n_all_reduces - tp0.n_all_reduces, 0u);
+
+    eval(o2, s2);
+    EXPECT_EQ(counters_of(all).plans_built - c1.plans_built, 0u) << "the second run built again";
+    EXPECT_EQ(o2, o1);
+    EXPECT_EQ(s2, s1);
+
+    wsp_ggml_backend_sched_free(sched);
+    wsp_ggml_backend_free(backend);
+    wsp_ggml_backend_free(cpu);
+    wsp_ggml_free(ctx);
+    wsp_ggml_backend_buffer_free(wbuf);
     wsp_ggml_free(wctx);
 }
 

@@ -222,6 +222,22 @@ private:
     bool        no_rule(const wsp_ggml_tensor * n) {
                return fail("%s (%s) has no rule for a split source", n->name, wsp_ggml_op_name(n->op));
     }
+    // Note [all-gathered sources]: n's split sources made whole on every member first, n REPL
+    void gather_all(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+        std::vector<wsp_ggml_tensor *> reduce = std::move(np.reduce_before);
+        np                                    = NodePlan{};
+        np.reduce_before                      = std::move(reduce);
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            if (n->src[j] != nullptr && in[j].kind == State::SPLIT &&
+                std::find(np.gather_before.begin(), np.gather_before.end(), n->src[j]) == np.gather_before.end()) {
+                np.gather_before.push_back(n->src[j]);
+                states_[n->src[j]] = State{};
+            }
+            in[j] = State{};
+        }
+        why_.clear();
+        p_->n_all_gathers += (int) np.gather_before.size();
+    }
 
     static Take slice(int dim, const Ranges & r) { return Take{ Take::SLICE, dim, r }; }
 };
@@ -597,10 +613,13 @@ bool Planner::visit(int i, Plan & p) {
         const Rule rule = split_rule(n->op);
         // attention's and binary ops' rules read every operand; the others a split first source
         const bool every_operand = rule == &Planner::visit_flash_attn || rule == &Planner::visit_binary;
-        if (rule != nullptr && !every_operand && in[0].kind != State::SPLIT) {
-            ok = fail("%s (%s) reads a split tensor it has no rule for", n->name, wsp_ggml_op_name(n->op));
-        } else {
-            ok = rule != nullptr ? (this->*rule)(n, in, np) : no_rule(n);
+        if (rule == nullptr || (!every_operand && in[0].kind != State::SPLIT)) {
+            gather_all(n, in, np); // Note [all-gathered sources]
+        } else if (!(this->*rule)(n, in, np)) {
+            if (retry_) {
+                return false; // an origin's unit was raised: planned again
+            }
+            gather_all(n, in, np); // the rule refused this split
         }
     }
     if (!ok) {
@@ -616,7 +635,8 @@ bool Planner::visit(int i, Plan & p) {
 bool Planner::run(Plan & p) {
     p_ = &p;
     p.nodes.assign(gr_.g->n_nodes, NodePlan{});
-    p.n_origins = 0;
+    p.n_origins     = 0;
+    p.n_all_gathers = 0;
     std::unordered_map<const wsp_ggml_tensor *, int> readers, as_dst;
     for (int i = 0; i < gr_.g->n_nodes; ++i) {
         const wsp_ggml_tensor * n = gr_.g->nodes[i];

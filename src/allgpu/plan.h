@@ -24,9 +24,15 @@
 // weight whole blocks, two operands the same ranges), the plan raises that origin's unit and
 // starts again; ranges follow tensor_split per unit.
 //
-// A graph that does not fit (a split tensor read whole, a write into memory outside the graph
-// that is not a cache in the device's own buffers, an op without a split rule) gets no plan, and
-// the reason: the caller runs it with the row split instead and logs that once.
+// Note [all-gathered sources]: an op with no rule for a split source (Note [split rules] in
+// plan.cpp), or whose rule refuses how it is split (a norm over split rows, a soft_max along
+// them, a view of part of it), has its split sources all-gathered first: every member receives
+// the others' parts and the node, and what reads it, computes whole (REPL), as a PARTIAL source
+// is all-reduced first. So an op without a rule costs bytes, not the plan.
+//
+// A graph that does not fit (a sharded cache read whole, a write into memory outside the graph
+// that is not a cache in the device's own buffers, no mat-mul to split) gets no plan, and the
+// reason: the caller runs it with the row split instead and logs that once.
 
 #include "ggml.h"
 
@@ -112,15 +118,19 @@ struct NodePlan {
     bool                           skip       = false; // a cache view only written through
     Take                           take[WSP_GGML_MAX_SRC];
     std::vector<wsp_ggml_tensor *> reduce_before; // PARTIAL (all-reduced) and MAIN (sent) sources
+    // Note [all-gathered sources]: SPLIT sources made whole on every member first, for an op
+    // with no rule for them (their parts sent to every member; the node then computes whole)
+    std::vector<wsp_ggml_tensor *> gather_before;
 };
 
 struct Plan {
-    std::vector<NodePlan>                               nodes; // per graph node
-    std::unordered_map<const wsp_ggml_tensor *, int>    index; // graph node -> its index
-    std::vector<wsp_ggml_tensor *>                      reduce_at_end;
-    int                                                 n_origins = 0; // mat-muls split by rows
-    std::string                                         why_not;       // set: no plan (the reason)
-    std::unordered_map<const wsp_ggml_tensor *, Layout> layouts;       // caches sharded from this graph on
+    std::vector<NodePlan>                            nodes; // per graph node
+    std::unordered_map<const wsp_ggml_tensor *, int> index; // graph node -> its index
+    std::vector<wsp_ggml_tensor *>                   reduce_at_end;
+    int                                              n_origins = 0; // mat-muls split by rows
+    int         n_all_gathers = 0;                               // sources all-gathered (Note [all-gathered sources])
+    std::string why_not;                                         // set: no plan (the reason)
+    std::unordered_map<const wsp_ggml_tensor *, Layout> layouts; // caches sharded from this graph on
     bool                                                ok() const { return why_not.empty() && n_origins > 0; }
 };
 

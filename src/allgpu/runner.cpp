@@ -25,11 +25,16 @@ struct Runner::Member {
     }
 };
 
-// what each boundary makes whole: a PARTIAL tensor's parts (all-reduced) or a MAIN tensor's
-// copies (the main member's, sent to the others), one per member
+// what each boundary makes whole: a PARTIAL tensor's parts (all-reduced), a MAIN tensor's
+// copies (the main member's, sent to the others), one per member, or a SPLIT tensor's parts
+// (all-gathered into each member's whole, Note [all-gathered sources] in plan.h)
 struct Runner::Boundary {
-    bool                           from_main = false;
+    enum Kind : uint8_t { ALL_REDUCE, FROM_MAIN, ALL_GATHER };
+    Kind                           kind = ALL_REDUCE;
     std::vector<wsp_ggml_tensor *> parts;
+    // ALL_GATHER: into[e][d], where member d's part lands in member e's whole (NULL for d == e:
+    // e's own part is copied by a node of its graph)
+    std::vector<std::vector<wsp_ggml_tensor *>> into;
     // Note [all-reduce by copies], made with the build (a queued copy or sum may still read
     // them when the next run starts): piece[m][c] is chunk c of member m's part, slots[e]
     // what e receives (one per other member, in member order), add[e] e's sum of its chunk
@@ -363,6 +368,34 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
     return t;
 }
 
+// Note [all-gathered sources]: p (SPLIT by `split`) made whole on every member before the node
+// that reads it: each member's whole is a leaf of its graph, its own part copied in by a node of
+// its graph, the others' parts by the boundary's copies; what reads p from here on reads the whole
+Runner::Boundary Runner::all_gather(Building & at, const wsp_ggml_tensor * p, const State & split) {
+    const size_t n_mem = members_.size();
+    Boundary     x;
+    x.kind = Boundary::ALL_GATHER;
+    x.into.assign(n_mem, std::vector<wsp_ggml_tensor *>(n_mem, nullptr));
+    for (size_t m = 0; m < n_mem; ++m) {
+        x.parts.push_back(at.local[m].at(p));
+    }
+    for (size_t e = 0; e < n_mem; ++e) {
+        wsp_ggml_context * ctx   = at.b.members[e].ctx;
+        wsp_ggml_tensor *  whole = wsp_ggml_new_tensor(ctx, p->type, WSP_GGML_MAX_DIMS, p->ne);
+        wsp_ggml_format_name(whole, "%s (gathered)", p->name);
+        for (size_t d = 0; d < n_mem; ++d) {
+            wsp_ggml_tensor * place = cut(ctx, whole, split.dim, split.ranges[d]);
+            if (d == e) {
+                wsp_ggml_build_forward_expand(at.b.members[e].graph, wsp_ggml_cpy(ctx, x.parts[e], place));
+            } else {
+                x.into[e][d] = place;
+            }
+        }
+        at.local[e][p] = whole;
+    }
+    return x;
+}
+
 wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan) {
     const size_t n_tensors = (size_t) (g->n_nodes + g->n_leafs) * 4 + 64;
     const size_t n_graph   = (size_t) g->n_nodes * 4 + 64;
@@ -390,9 +423,22 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
     for (int i = 0; i < g->n_nodes; ++i) {
         const wsp_ggml_tensor * n  = g->nodes[i];
         const NodePlan &        np = plan.nodes[(size_t) i];
-        if (!np.reduce_before.empty()) {
+        if (!np.reduce_before.empty() || !np.gather_before.empty()) { // a boundary before this node
             for (Build::PerMember & pm : b.members) {
                 pm.ends.push_back(pm.graph->n_nodes);
+            }
+            b.boundaries.emplace_back();
+            for (const wsp_ggml_tensor * p : np.reduce_before) {
+                Boundary x;
+                x.kind = plan.nodes[(size_t) plan.index.at(p)].out.kind == State::MAIN ? Boundary::FROM_MAIN
+                                                                                       : Boundary::ALL_REDUCE;
+                for (size_t m = 0; m < members_.size(); ++m) {
+                    x.parts.push_back(at.local[m].at(p));
+                }
+                b.boundaries.back().push_back(std::move(x));
+            }
+            for (const wsp_ggml_tensor * p : np.gather_before) {
+                b.boundaries.back().push_back(all_gather(at, p, plan.nodes[(size_t) plan.index.at(p)].out));
             }
         }
         at.node = i;
@@ -405,20 +451,6 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
             }
             at.local[m][n] = t;
             wsp_ggml_build_forward_expand(b.members[m].graph, t);
-        }
-    }
-    // the boundaries' tensors, each member's part: reduced before the segment after them
-    for (const NodePlan & np : plan.nodes) {
-        if (!np.reduce_before.empty()) {
-            b.boundaries.emplace_back();
-            for (const wsp_ggml_tensor * p : np.reduce_before) {
-                Boundary x;
-                x.from_main = plan.nodes[(size_t) plan.index.at(p)].out.kind == State::MAIN;
-                for (size_t m = 0; m < members_.size(); ++m) {
-                    x.parts.push_back(at.local[m].at(p));
-                }
-                b.boundaries.back().push_back(std::move(x));
-            }
         }
     }
     b.boundaries.emplace_back();
@@ -462,6 +494,17 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
             builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b && k->planned; });
         }
     }
+    for (const auto & seg : b.boundaries) { // the all-gathers' places in the wholes, now allocated
+        for (const Boundary & x : seg) {
+            for (const auto & row : x.into) {
+                for (wsp_ggml_tensor * v : row) {
+                    if (v != nullptr) {
+                        wsp_ggml_backend_view_init(v);
+                    }
+                }
+            }
+        }
+    }
     b.seen.clear();
     for (int i = 0; i < g->n_nodes; ++i) {
         b.seen.emplace_back(g->nodes[i]->data, g->nodes[i]->view_offs);
@@ -474,7 +517,7 @@ wsp_ggml_status Runner::prepare_all_reduces(Build & b) {
     size_t    slot = 0, n_ar = 0;
     for (const auto & seg : b.boundaries) {
         for (const Boundary & x : seg) {
-            if (!x.from_main) {
+            if (x.kind == Boundary::ALL_REDUCE) {
                 slot = std::max(slot, slot_bytes(x.parts[0], n_mem));
                 ++n_ar;
             }
@@ -516,7 +559,7 @@ wsp_ggml_status Runner::prepare_all_reduces(Build & b) {
     }
     for (auto & seg : b.boundaries) {
         for (Boundary & x : seg) {
-            if (x.from_main) {
+            if (x.kind != Boundary::ALL_REDUCE) {
                 continue;
             }
             const int64_t n = wsp_ggml_nelements(x.parts[0]);
@@ -806,11 +849,24 @@ wsp_ggml_status Runner::run(Build & b, Moved & moved) {
             }
         }
         for (const Boundary & x : b.boundaries[s]) {
-            if (x.from_main) { // the main member's, to all
+            if (x.kind == Boundary::FROM_MAIN) { // the main member's, to all
                 for (size_t m = 1; m < n_mem; ++m) {
                     order_after(0, (int) m); // its copy is a leaf there, in memory m may have used before
                     wsp_ggml_backend_tensor_copy_async(backends_[0], backends_[m], x.parts[0], x.parts[m]);
                     moved.sent += wsp_ggml_nbytes(x.parts[m]);
+                }
+            } else if (x.kind == Boundary::ALL_GATHER) { // every part to every other member's whole
+                for (size_t e = 0; e < n_mem; ++e) {
+                    for (size_t d = 0; d < n_mem; ++d) {
+                        if (d == e) {
+                            continue;
+                        }
+                        order_after((int) d, (int) e); // e's whole is a leaf, in memory e may have used before
+                        if (!copy_rows(backends_[d], backends_[e], x.parts[d], x.into[e][d])) {
+                            return WSP_GGML_STATUS_FAILED;
+                        }
+                        moved.gathered += wsp_ggml_nbytes(x.parts[d]);
+                    }
                 }
             } else if (!all_reduce(x, moved)) {
                 return WSP_GGML_STATUS_FAILED;

@@ -112,6 +112,7 @@ private:
     wsp_ggml_tensor * take(Building & at, int m, const wsp_ggml_tensor * src, const Take & how);
     wsp_ggml_tensor * make_node(Building & at, int m, const wsp_ggml_tensor * n, const NodePlan & np);
     wsp_ggml_tensor * cache_view(Building & at, int m, const NodePlan & np);
+    Boundary          all_gather(Building & at, const wsp_ggml_tensor * p, const State & split);
 
     bool all_reduce(const Boundary & x, Moved & moved);
     // member `waiter`'s later work comes after member m's work so far (an event; a synchronize
