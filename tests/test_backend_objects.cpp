@@ -124,6 +124,47 @@ TEST(Backend, FreeDrainsTheQueuedWorkOfASimStream) {
     wsp_ggml_backend_free(nullptr); // freeing nothing is allowed
 }
 
+// a kernel still queued when its backend is freed runs to the end with the backend's scratch
+// alive: an F16 mat-mul converts its F32 operand in that scratch, grown by the first kernel that
+// needs it (freed before the stream had drained, it leaked under AddressSanitizer in CI)
+TEST(Backend, FreeRunsQueuedKernelsWithTheirScratchAlive) {
+    wsp_ggml_backend_t sim = wsp_ggml_backend_dev_init(sim_device(0), nullptr);
+    ASSERT_NE(sim, nullptr);
+    constexpr int64_t K = 64, N = 3, M = 2;
+    TensorSet         s;
+    wsp_ggml_tensor * w   = wsp_ggml_new_tensor_2d(s.ctx.get(), WSP_GGML_TYPE_F16, K, N);
+    wsp_ggml_tensor * x   = s.f32({ K, M }, "x");
+    wsp_ggml_tensor * out = wsp_ggml_mul_mat(s.ctx.get(), w, x);
+    wsp_ggml_cgraph * g   = wsp_ggml_new_graph(s.ctx.get());
+    wsp_ggml_build_forward_expand(g, out);
+    ASSERT_TRUE(s.alloc(wsp_ggml_backend_get_default_buffer_type(sim)));
+    // small integers: exact in F16 and in every sum, so the result is known exactly
+    std::vector<float>           wf((size_t) (K * N)), xf((size_t) (K * M)), want((size_t) (N * M), 0.0f);
+    std::vector<wsp_ggml_fp16_t> wh(wf.size());
+    for (int64_t i = 0; i < K * N; ++i) {
+        wf[(size_t) i] = (float) (i % 7 - 3);
+    }
+    for (int64_t i = 0; i < K * M; ++i) {
+        xf[(size_t) i] = (float) (i % 5 - 2);
+    }
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < K; ++k) {
+                want[(size_t) (m * N + n)] += wf[(size_t) (n * K + k)] * xf[(size_t) (m * K + k)];
+            }
+        }
+    }
+    wsp_ggml_fp32_to_fp16_row(wf.data(), wh.data(), K * N);
+    wsp_ggml_backend_tensor_set(w, wh.data(), 0, wsp_ggml_nbytes(w));
+    upload(x, xf);
+    upload(out, std::vector<float>((size_t) (N * M), 0.0f));
+    wsp_ggml_backend_sim_set_delay_us(sim_device(0), 5000); // the kernel starts after the free has begun
+    ASSERT_EQ(wsp_ggml_backend_graph_compute_async(sim, g), WSP_GGML_STATUS_SUCCESS);
+    wsp_ggml_backend_free(sim);
+    wsp_ggml_backend_sim_set_delay_us(sim_device(0), 0);
+    EXPECT_EQ(download(out), want);
+}
+
 TEST(Backend, SimTensorSetAndGetAsyncHappenOnTheStream) {
     RacesAllowed      allow; // looks at bytes that queued work has not written yet
     Backends          b;

@@ -350,9 +350,9 @@ const wsp_ggml_backend_i backend_iface = {
 
 wsp_ggml_backend_t backend_init(Device & dev) {
     const int index = dev.n_streams.fetch_add(1);
-    auto *    be    = new Backend{ &dev,
-                             std::make_unique<Stream>(dev.name + " stream " + std::to_string(index), index, dev.delays),
-                             {} };
+    auto *    be    = new Backend{
+        &dev, {}, std::make_unique<Stream>(dev.name + " stream " + std::to_string(index), index, dev.delays)
+    };
     return new wsp_ggml_backend{ &sim_guid, backend_iface, &dev.dev, be };
 }
 

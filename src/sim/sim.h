@@ -47,9 +47,12 @@ struct Device {
 };
 
 struct Backend {
-    Device *                device;
+    Device *             device;
+    std::vector<uint8_t> work; // CPU-kernel scratch, used only on the stream thread
+    // declared after what its commands use: members are destroyed last first, so the stream drains
+    // its queue and joins its thread before `work` goes (a kernel still running would grow a
+    // destroyed vector)
     std::unique_ptr<Stream> stream;
-    std::vector<uint8_t>    work; // CPU-kernel scratch, used only on the stream thread
 };
 
 // Note [sim counters]: a sim counts what a GPU would be asked to do (Note [counters]), on the host
