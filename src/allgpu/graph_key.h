@@ -6,7 +6,7 @@
 // tensor's identity (weights' pieces and sharded caches are kept by tensor), memory and shape;
 // and the shares of the split. Where the nodes are is not part of it: a decoder step writes its
 // keys and values at the next position of the cache (a view at another offset) and the scheduler
-// may place a node elsewhere, and a kept build follows them (Note [moved nodes] in runner.cpp).
+// may place a node elsewhere, and a kept build follows them (Note [moved nodes] in kept.cpp).
 // Two graphs with equal keys plan alike, so a decoder step runs what an earlier step built.
 
 #include "ggml.h"

@@ -10,7 +10,7 @@
 // allocations, the all-reduces' tensors and sums, the inputs and the gathers) is kept under the
 // graph's key (Note [graph keys] in graph_key.h), so a graph seen before, a repeated encode or a
 // decoder step whose shapes repeat (its nodes may be elsewhere: Note [moved nodes] in
-// runner.cpp), runs without planning, building or allocating, and without a host wait: the
+// kept.cpp), runs without planning, building or allocating, and without a host wait: the
 // members' memory is ordered by events. A graph that no plan fits is kept too (the row split
 // runs it, the planner is not asked again). A graph is kept from its second sighting on (Note
 // [graphs seen once]). At most CAPACITY builds are kept; the least recently run of those never
@@ -65,7 +65,7 @@ public:
     // false: no plan fits the build's graphs
     static bool planned(const Build & b);
     // points a build at where g's nodes are (g has the build's key; Note [moved nodes] in
-    // runner.cpp); false where it cannot follow them (drop it, then add g anew)
+    // kept.cpp); false where it cannot follow them (drop it, then add g anew)
     bool follow(Build & b, const wsp_ggml_cgraph * g);
     // drops a build (after the members' queued work)
     void drop(Build * b);
@@ -114,6 +114,8 @@ private:
     wsp_ggml_tensor * cache_view(Building & at, int m, const NodePlan & np);
     Boundary          all_gather(Building & at, const wsp_ggml_tensor * p, const State & split);
 
+    // boundaries.cpp: one boundary's copies (and an all-reduce's sums), queued after its segment
+    bool cross(const Boundary & x, Moved & moved);
     bool all_reduce(const Boundary & x, Moved & moved);
     // member `waiter`'s later work comes after member m's work so far (an event; a synchronize
     // where the member has none): a copy into m's memory must not land before m is done with it
