@@ -47,7 +47,8 @@ WSP_GGML_BACKEND_API wsp_ggml_backend_reg_t wsp_ggml_backend_cuda_reg(void);
 //   "wsp_ggml_backend_split_buffer_type"      wsp_ggml_backend_split_buffer_type_t
 //   "wsp_ggml_backend_register_host_buffer"   wsp_ggml_backend_cuda_register_host_buffer
 //   "wsp_ggml_backend_unregister_host_buffer" wsp_ggml_backend_cuda_unregister_host_buffer
-//   "wsp_ggml_backend_get_features"           wsp_ggml_backend_get_features_t (ARCHS, NCCL, BLAS)
+//   "wsp_ggml_backend_get_features"           wsp_ggml_backend_get_features_t (ARCHS, NCCL, BLAS;
+//                                             NO_DEVICES: why there are none, where there are none)
 //   "wsp_ggml_backend_all_reduce"             wsp_ggml_backend_all_reduce_t: NCCL (RCCL under HIP) over
 //       one CUDA backend per GPU, every GPU of the reg taking part; F32 contiguous tensors of one shape,
 //       each in its backend's device memory. False, with nothing queued, without NCCL, with

@@ -50,6 +50,21 @@ TEST(CudaRegistry, RegAndDevicesAgree) {
     size_t free_mem = 1, total = 1;
     wsp_ggml_backend_cuda_get_device_memory(n, &free_mem, &total);
     EXPECT_EQ(total, 0u);
+    // with no devices the reg says why among its features (`wsp-ggml-cli devices` prints it), else not
+    auto get_features = reinterpret_cast<wsp_ggml_backend_get_features_t>(
+        wsp_ggml_backend_reg_get_proc_address(reg, "wsp_ggml_backend_get_features"));
+    ASSERT_NE(get_features, nullptr);
+    std::string why;
+    for (const wsp_ggml_backend_feature * f = get_features(reg); f->name != nullptr; ++f) {
+        if (std::strcmp(f->name, "NO_DEVICES") == 0) {
+            why = f->value;
+        }
+    }
+    if (n == 0) {
+        EXPECT_EQ(why.rfind("no usable GPU (", 0), 0u) << why;
+    } else {
+        EXPECT_EQ(why, "");
+    }
 }
 
 TEST(CudaRegistry, HostBufferWorksWithOrWithoutAGpu) {

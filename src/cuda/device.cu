@@ -9,8 +9,9 @@ namespace wsp::cuda {
 
 namespace {
 
-std::vector<std::vector<bool>> g_peer;  // [a][b] for physical devices
-std::vector<bool>              g_pools; // [physical]
+std::vector<std::vector<bool>> g_peer;       // [a][b] for physical devices
+std::vector<bool>              g_pools;      // [physical]
+std::string                    g_no_devices; // no_devices_reason()
 
 std::string pci_bus_id(int dev) {
     char id[32] = {};
@@ -67,8 +68,10 @@ std::vector<DeviceInfo> read_devices() {
     const cudaError_t       err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n <= 0) {
         (void) cudaGetLastError();
-        WSP_LOG_INFO(WSP_GGML_CUDA_NAME ": no usable GPU (%s); the " WSP_GGML_CUDA_NAME " backend has no devices\n",
-                     err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
+        g_no_devices =
+            std::string("no usable GPU (") + (err != cudaSuccess ? cudaGetErrorString(err) : "device count 0") + ")";
+        WSP_LOG_INFO(WSP_GGML_CUDA_NAME ": %s; the " WSP_GGML_CUDA_NAME " backend has no devices\n",
+                     g_no_devices.c_str());
         return list;
     }
     g_pools.assign((size_t) n, false);
@@ -121,6 +124,11 @@ bool pools_supported(int physical) {
 const std::vector<DeviceInfo> & devices() {
     static const std::vector<DeviceInfo> list = read_devices();
     return list;
+}
+
+const std::string & no_devices_reason() {
+    devices();
+    return g_no_devices;
 }
 
 bool peer_access(int a, int b) {

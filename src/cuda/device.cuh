@@ -24,6 +24,10 @@ struct DeviceInfo {
 
 const std::vector<DeviceInfo> & devices();
 
+// why devices() is empty ("no usable GPU (CUDA driver version is insufficient ...)"), "" where it
+// is not: the reg reports it as its NO_DEVICES feature, so `wsp-ggml-cli devices` says it without -v
+const std::string & no_devices_reason();
+
 // can a kernel on physical device a read memory of physical device b directly (cudaMalloc memory
 // and its memory pool's, Note [peer access])
 bool peer_access(int a, int b);

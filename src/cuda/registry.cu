@@ -179,9 +179,14 @@ wsp_ggml_backend_feature * features(wsp_ggml_backend_reg_t) {
     // the library float mat-muls run on: the vendor's BLAS, or our own GEMM where there is none
     static const char *                          blas  = WSP_GPU_HAS_BLAS ? WSP_GGML_CUBLAS_NAME : "own GEMM";
     static std::string                           archs = WSP_GGML_CUDA_ARCHS;
-    static std::vector<wsp_ggml_backend_feature> f     = {
-            { "ARCHS", archs.c_str() }, { "NCCL", nccl }, { "BLAS", blas }, { nullptr, nullptr }
-    };
+    static std::vector<wsp_ggml_backend_feature> f     = [] {
+        std::vector<wsp_ggml_backend_feature> v = { { "ARCHS", archs.c_str() }, { "NCCL", nccl }, { "BLAS", blas } };
+        if (!no_devices_reason().empty()) { // why the reg has no devices, for a reader of its features
+            v.push_back({ "NO_DEVICES", no_devices_reason().c_str() });
+        }
+        v.push_back({ nullptr, nullptr });
+        return v;
+    }();
     return f.data();
 }
 

@@ -1,6 +1,7 @@
 // wsp-ggml-cli devices: every registered device (name, type, description, memory, registry),
 // then every registry with its device count and the features it reports (GPU targets, NCCL,
-// BLAS), as text or as one JSON object {"backends", "devices": [...], "regs": [...]}.
+// BLAS; NO_DEVICES: why a GPU reg has none, said beside its count in the text), as text or as one JSON object
+// {"backends", "devices": [...], "regs": [...]}.
 
 #include "cli/commands.h"
 #include "cli/json.h"
@@ -8,6 +9,7 @@
 #include "ggml-backend.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace wsp::cli {
 
@@ -26,8 +28,14 @@ const wsp_ggml_backend_feature * features(wsp_ggml_backend_reg_t reg) {
     return get_features ? get_features(reg) : nullptr;
 }
 
+const char * plural(size_t n, const char * one, const char * many) {
+    return n == 1 ? one : many;
+}
+
 void print_text() {
-    std::printf("%zu backends, %zu devices\n", wsp_ggml_backend_reg_count(), wsp_ggml_backend_dev_count());
+    const size_t n_regs = wsp_ggml_backend_reg_count(), n_devs = wsp_ggml_backend_dev_count();
+    std::printf("%zu %s, %zu %s\n", n_regs, plural(n_regs, "backend", "backends"), n_devs,
+                plural(n_devs, "device", "devices"));
     for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
         wsp_ggml_backend_dev_t     dev = wsp_ggml_backend_dev_get(i);
         wsp_ggml_backend_dev_props props;
@@ -38,9 +46,17 @@ void print_text() {
     }
     for (size_t i = 0; i < wsp_ggml_backend_reg_count(); ++i) {
         wsp_ggml_backend_reg_t reg = wsp_ggml_backend_reg_get(i);
-        std::printf("  reg %-6s %zu devices", wsp_ggml_backend_reg_name(reg), wsp_ggml_backend_reg_dev_count(reg));
+        const size_t           n   = wsp_ggml_backend_reg_dev_count(reg);
+        std::printf("  reg %-6s %zu %s", wsp_ggml_backend_reg_name(reg), n, plural(n, "device", "devices"));
         for (const wsp_ggml_backend_feature * f = features(reg); f && f->name; ++f) {
-            std::printf("  %s=%s", f->name, f->value);
+            if (std::strcmp(f->name, "NO_DEVICES") == 0) { // why there are none, said first
+                std::printf(": %s", f->value);
+            }
+        }
+        for (const wsp_ggml_backend_feature * f = features(reg); f && f->name; ++f) {
+            if (std::strcmp(f->name, "NO_DEVICES") != 0) {
+                std::printf("  %s=%s", f->name, f->value);
+            }
         }
         std::printf("\n");
     }
