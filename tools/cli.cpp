@@ -264,16 +264,33 @@ int main(int argc, char ** argv) {
                         "for quantized types).");
 
     if (argc < 2) {
-        std::printf("%s", app.help().c_str());
-        return 1;
+        std::fprintf(stderr, "%s", app.help().c_str());
+        return wsp::cli::EXIT_USAGE;
+    }
+    // the first word that is not an option names the command (CLI11 would call an unknown one "A
+    // subcommand is required")
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a.empty() || a[0] == '-') {
+            continue;
+        }
+        if (a != devices->get_name() && a != encode->get_name() && a != write_model->get_name()) {
+            std::fprintf(stderr, "wsp-ggml-cli: unknown command '%s': one of devices, encode, write-model\n",
+                         a.c_str());
+            return wsp::cli::EXIT_USAGE;
+        }
+        break;
     }
     try {
         app.parse(argc, argv);
         if (encode->parsed()) {
             check_encode(o);
         }
-    } catch (const CLI::ParseError & e) {
+    } catch (const CLI::Success & e) { // --help: the help on stdout, status 0
         return app.exit(e);
+    } catch (const CLI::ParseError & e) { // Note [exit codes] in cli/commands.h
+        std::fprintf(stderr, "wsp-ggml-cli: %s\n(wsp-ggml-cli COMMAND --help lists the options)\n", e.what());
+        return wsp::cli::EXIT_USAGE;
     }
     if (devices->parsed()) {
         return wsp::cli::cmd_devices(devices_json);

@@ -40,8 +40,8 @@ struct Options {
     int         batch         = 5;     // tokens of the batched decode steps
 };
 
-void usage() {
-    std::fprintf(stderr,
+void usage(FILE * to) {
+    std::fprintf(to,
                  "usage: whisper_check --model M --wav W [--flash] [--expect-device NAME] [--threads N] [--tokens N]\n"
                  "                     [--nmse-max X] [--expect-tensor-parallel] [--expect-steady] [--batch N]\n"
                  "                     [--verbose]\n"
@@ -503,8 +503,14 @@ bool load_audio(const Options & o, std::vector<float> & pcm) {
 
 int main(int argc, char ** argv) {
     Options o;
+    for (int i = 1; i < argc; ++i) { // asked for: the usage on stdout, status 0
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    }
     if (!parse_args(argc, argv, o)) {
-        usage();
+        usage(stderr);
         return 2;
     }
     g_log.verbose = o.verbose;

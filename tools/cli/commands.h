@@ -13,6 +13,15 @@
 
 namespace wsp::cli {
 
+// Note [exit codes]: what wsp-ggml-cli's status means (README lists them; a test per code in
+// tests/CMakeLists.txt): 0 done (or --help), 1 the work failed (no device, an allocation, a
+// compute, a file that cannot be written), 2 `encode --check` found the result wrong, 64 (BSD's
+// EX_USAGE) the command line is wrong: an unknown command or option, a missing or bad value, a
+// --tensor-split that does not fit the devices found. The message says which, on stderr.
+constexpr int EXIT_FAILED = 1;
+constexpr int EXIT_CHECK  = 2;
+constexpr int EXIT_USAGE  = 64;
+
 enum class Mode { Split, Layers, All };
 
 struct EncodeOptions {
@@ -31,7 +40,7 @@ struct EncodeOptions {
 // 0; the registered backends, devices and registries
 int cmd_devices(bool json);
 
-// 0, 1 (no device, compute failed, ...) or 2 (--check failed)
+// 0, EXIT_FAILED (no device, compute failed, ...), EXIT_CHECK or EXIT_USAGE (a bad --tensor-split)
 int cmd_encode(const EncodeOptions & o);
 
 // 0, or 1 with a message when the file cannot be written

@@ -292,7 +292,7 @@ int check_result(const EncoderWeights & w, const std::vector<float> & input, con
     }
     const double nmse = err / norm;
     report.check(nmse, nmse < 1e-6);
-    return nmse < 1e-6 ? 0 : 2;
+    return nmse < 1e-6 ? 0 : EXIT_CHECK;
 }
 
 // runs the allocated graph and reports; 0, 1 (compute failed) or 2 (check failed)
@@ -369,25 +369,26 @@ int build_and_run(const EncodeOptions & o, const std::vector<wsp_ggml_backend_de
 }
 
 // the shares of --tensor-split (partition::parse: one parser, one message), or the default ones
-// (partition::default_shares); --mode all: the all-GPU device takes them. false with a message
-bool shares_of(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs, std::vector<float> & shares) {
+// (partition::default_shares); --mode all: the all-GPU device takes them. 0, else EXIT_USAGE (shares
+// that do not parse or fit the devices) or EXIT_FAILED (the device refused them), with a message
+int shares_of(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs, std::vector<float> & shares) {
     const bool   all     = o.mode == Mode::All;
     const size_t n_parts = all ? wsp_ggml_backend_all_gpu_member_count(devs[0]) : devs.size();
     if (o.tensor_split.empty()) {
         shares = all ? std::vector<float>{} : wsp::partition::default_shares(devs); // all: the device's own
-        return true;
+        return 0;
     }
     std::string why;
     if (!wsp::partition::parse(o.tensor_split.c_str(), n_parts, &shares, &why)) {
         std::fprintf(stderr, "--tensor-split: %s\n", why.c_str());
-        return false;
+        return EXIT_USAGE;
     }
     if (all && !wsp_ggml_backend_all_gpu_set_tensor_split(devs[0], shares.data())) {
         std::fprintf(stderr, "--tensor-split: %s did not take the shares %s\n", wsp_ggml_backend_dev_name(devs[0]),
                      o.tensor_split.c_str());
-        return false;
+        return EXIT_FAILED;
     }
-    return true;
+    return 0;
 }
 
 } // namespace
@@ -398,8 +399,8 @@ int cmd_encode(const EncodeOptions & o) {
         return 1;
     }
     std::vector<float> shares;
-    if (!shares_of(o, devs, shares)) {
-        return 1;
+    if (const int rc = shares_of(o, devs, shares); rc != 0) {
+        return rc;
     }
     std::vector<wsp_ggml_backend_t> backends = start_backends(devs, o.n_threads);
     if (backends.empty()) {
