@@ -21,9 +21,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,33 @@ std::vector<wsp_ggml_backend_dev_t> pick_devices(const EncodeOptions & o) {
         return {};
     }
     return devs;
+}
+
+// why pick_devices chose devs, in words: the option that named them, or for --device auto every
+// GPU, or no GPU with each GPU reg's reason for having none (its NO_DEVICES feature)
+std::string why_chosen(const EncodeOptions & o, const std::vector<wsp_ggml_backend_dev_t> & devs) {
+    if (o.n_sim > 0) {
+        return "--sim " + std::to_string(o.n_sim);
+    }
+    if (o.device != "auto") {
+        return "--device " + o.device;
+    }
+    if (wsp_ggml_backend_dev_type(devs[0]) != WSP_GGML_BACKEND_DEVICE_TYPE_CPU) {
+        return devs.size() == 1 ? "the machine's one GPU" : "every GPU of the machine";
+    }
+    std::string why = "no GPU";
+    for (size_t i = 0; i < wsp_ggml_backend_reg_count(); ++i) {
+        wsp_ggml_backend_reg_t reg          = wsp_ggml_backend_reg_get(i);
+        auto                   get_features = reinterpret_cast<wsp_ggml_backend_get_features_t>(
+            wsp_ggml_backend_reg_get_proc_address(reg, "wsp_ggml_backend_get_features"));
+        for (const wsp_ggml_backend_feature * f = get_features ? get_features(reg) : nullptr; f && f->name; ++f) {
+            if (std::strcmp(f->name, "NO_DEVICES") == 0) {
+                why += std::string(why == "no GPU" ? ": " : "; ") + wsp_ggml_backend_reg_name(reg) + " has none, " +
+                       f->value;
+            }
+        }
+    }
+    return why;
 }
 
 // The split buffer type of the devices' registry over exactly these devices, by shares (one per
@@ -407,7 +435,7 @@ int cmd_encode(const EncodeOptions & o) {
         return 1;
     }
     EncodeReport report(o);
-    report.devices(devs, wsp_ggml_backend_is_cpu(backends[0]));
+    report.devices(devs, wsp_ggml_backend_is_cpu(backends[0]), why_chosen(o, devs));
     const int rc = build_and_run(o, devs, shares, backends, report);
     for (wsp_ggml_backend_t x : backends) {
         wsp_ggml_backend_free(x);

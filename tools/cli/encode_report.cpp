@@ -39,10 +39,11 @@ EncodeReport::EncodeReport(const EncodeOptions & o) : o_(o) {
         .field("sims", o_.n_sim);
 }
 
-void EncodeReport::devices(const std::vector<wsp_ggml_backend_dev_t> & devs, bool cpu_device) {
+void EncodeReport::devices(const std::vector<wsp_ggml_backend_dev_t> & devs, bool cpu_device, const std::string & why) {
     const size_t n_members = wsp_ggml_backend_all_gpu_member_count(devs[0]);
     if (!o_.json) {
         std::printf("encoder: %s\n", o_.cfg.describe().c_str());
+        std::printf("chosen:  %s\n", why.c_str());
         for (wsp_ggml_backend_dev_t dev : devs) {
             std::printf("device:  %s (%s)\n", wsp_ggml_backend_dev_name(dev), wsp_ggml_backend_dev_description(dev));
         }
@@ -67,7 +68,7 @@ void EncodeReport::devices(const std::vector<wsp_ggml_backend_dev_t> & devs, boo
     for (size_t i = 0; i < n_members; ++i) {
         named(wsp_ggml_backend_all_gpu_member(devs[0], i));
     }
-    j_.end_array().field("cpu_threads", o_.n_threads).field("cpu_is_device", cpu_device);
+    j_.end_array().field("cpu_threads", o_.n_threads).field("cpu_is_device", cpu_device).field("chosen", why);
 }
 
 void EncodeReport::placement(const std::string & text) {

@@ -47,8 +47,9 @@ public:
     explicit EncodeReport(const EncodeOptions & o);
 
     // the configuration, the devices (and an all-GPU device's members) and the CPU's threads;
-    // cpu_device: the CPU is the (first) device rather than the fallback for unsupported ops
-    void devices(const std::vector<wsp_ggml_backend_dev_t> & devs, bool cpu_device);
+    // cpu_device: the CPU is the (first) device rather than the fallback for unsupported ops;
+    // why: why these devices ("--device cpu", "no GPU: CUDA has none: no usable GPU (...)", ...)
+    void devices(const std::vector<wsp_ggml_backend_dev_t> & devs, bool cpu_device, const std::string & why);
 
     // where the weights are (absent for one plain device)
     void placement(const std::string & text);
