@@ -34,7 +34,7 @@ WSP_GGML_BACKEND_API bool wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_bac
 // the device's buffer type, every member its rows of the spread mat-mul weights
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i);
 
-// What tensor parallelism (Note [tensor parallelism] in src/allgpu/tp.h) moved between the
+// What tensor parallelism (Note [tensor parallelism] in src/allgpu/plan.h) moved between the
 // members since start, in bytes summed over the members that sent them: the all-reduces of the
 // blocks' partial sums, what the main member sent the others (a graph's inputs, an embedding's
 // rows) and the split results gathered into the main member. Graphs that run with the row split

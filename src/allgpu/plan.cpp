@@ -209,7 +209,8 @@ private:
     bool visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np);
 
     // Note [split rules]: what an op makes of a split source, one rule per op (split_rule): a
-    // node with a split source and no rule gets no plan (the reason says which op)
+    // node with a split source and no rule, or a rule that refuses how it is split, reads that
+    // source all-gathered (Note [all-gathered sources] in plan.h)
     using Rule = bool (Planner::*)(wsp_ggml_tensor * n, State * in, NodePlan & np);
     static Rule split_rule(wsp_ggml_op op);
     bool        rule_reshape(wsp_ggml_tensor * n, State * in, NodePlan & np);

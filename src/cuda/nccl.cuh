@@ -1,13 +1,12 @@
 #pragma once
 
-// Note [NCCL transfers]: with WSP_GGML_NCCL, one communicator spans the physical GPUs (made on the
-// first transfer that wants it) and a copy between two GPUs can run as an NCCL send on the source
-// stream paired with a receive on the destination stream, so the destination's later work is
-// ordered after it without an event. NCCL is used where it beats a peer copy: between GPUs
-// without peer access (a peer copy then stages through the host), and for transfers of at least
-// WSP_GGML_NCCL_MIN_BYTES (default 4 MiB). Never under virtual devices (one GPU cannot be two
-// ranks), nor with WSP_GGML_CUDA_NCCL=0. A failed NCCL call is logged and the caller falls back
-// to a peer copy.
+// Note [NCCL transfers]: with WSP_GGML_NCCL, one communicator spans the physical GPUs (made when
+// the first CUDA backend is created, Note [NCCL lifetime] in nccl.cu) and a copy between two GPUs can run as an NCCL
+// send on the source stream paired with a receive on the destination stream, so the destination's later work is ordered
+// after it without an event. NCCL is used where it beats a peer copy: between GPUs without peer access (a peer copy
+// then stages through the host), and for transfers of at least WSP_GGML_NCCL_MIN_BYTES (default 4 MiB). Never under
+// virtual devices (one GPU cannot be two ranks), nor with WSP_GGML_CUDA_NCCL=0. A failed NCCL call is logged and the
+// caller falls back to a peer copy.
 //
 // Note [NCCL all-reduce]: the all-reduce of the reg's proc "wsp_ggml_backend_all_reduce" sums F32
 // buffers in place, one per physical GPU, each on its backend's stream: ordered after the work
