@@ -789,34 +789,30 @@ int batch_main(Options & o) {
     return batch.failed() == 0 ? 0 : 1;
 }
 
+// a whole number in lo..hi, refused in plain words ("0 is not a whole number from 1 to 1024")
+CLI::Validator whole_number(long lo, long hi) {
+    const std::string range = std::to_string(lo) + " to " + std::to_string(hi);
+    return CLI::Validator(
+        [lo, hi, range](std::string & v) {
+            char *     end = nullptr;
+            const long n   = std::strtol(v.c_str(), &end, 10);
+            const bool ok  = end != v.c_str() && *end == '\0' && n >= lo && n <= hi;
+            return ok ? std::string() : v + " is not a whole number from " + range;
+        },
+        std::to_string(lo) + ".." + std::to_string(hi));
+}
+
 void add_options(CLI::App & app, Options & o) {
     app.add_option("inputs", o.inputs, "WAV files, and folders whose *.wav files are taken (sorted)");
     app.add_option("--list", o.list, "a file of input paths, one a line");
     app.add_option("--model", o.model, "the whisper model (ggml .bin)")->required();
-    app.add_option("--threads", o.threads, "CPU threads per context")
-        ->check(CLI::Validator(
-            [](std::string & v) {
-                char *     end = nullptr;
-                const long n   = std::strtol(v.c_str(), &end, 10);
-                return end != v.c_str() && *end == '\0' && n >= 1 && n <= 1024
-                           ? std::string()
-                           : v + " is not a whole number of threads from 1 to 1024";
-            },
-            "1..1024"));
+    app.add_option("--threads", o.threads, "CPU threads per context")->check(whole_number(1, 1024));
     app.add_option("--language", o.language, "spoken language");
     app.add_flag("--flash", o.flash, "flash attention");
     app.add_option("--srt", o.srt_dir, "write one .srt per input into this folder");
     app.add_option("--json", o.json_path, "write the JSON lines here instead of stdout");
     app.add_option("--max-tokens", o.max_tokens, "at most this many tokens per segment (0: no limit)")
-        ->check(CLI::Validator(
-            [](std::string & v) {
-                char *     end = nullptr;
-                const long n   = std::strtol(v.c_str(), &end, 10);
-                return end != v.c_str() && *end == '\0' && n >= 0 && n <= 100000
-                           ? std::string()
-                           : v + " is not a whole number from 0 to 100000";
-            },
-            "0..100000"));
+        ->check(whole_number(0, 100000));
     app.add_flag("--no-fallback", o.no_fallback, "no retries at higher temperatures");
     app.add_flag("--progress", o.progress, "draw the progress bar even when stderr is not a terminal");
     app.add_flag("--verbose", o.verbose, "show whisper.cpp's and ggml's log");
