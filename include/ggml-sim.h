@@ -14,7 +14,9 @@
 //  - Delays before each command, fixed and seeded-random, widen races.
 // Registered when WSP_GGML_SIM_DEVICES=N is set, or with wsp_ggml_backend_sim_register.
 // WSP_GGML_SIM_MEMORY_MB sets each device's memory (default 1024), WSP_GGML_SIM_DELAY_US a delay
-// before every stream command, WSP_GGML_SIM_JITTER_US and WSP_GGML_SIM_SEED a random delay.
+// before every stream command, WSP_GGML_SIM_JITTER_US and WSP_GGML_SIM_SEED a random delay;
+// WSP_GGML_SIM_CORRUPT=1 makes every graph compute of every sim device end with the corruption of
+// WSP_GGML_SIM_FAULT_CORRUPT (a device that returns wrong results silently, for testing checks).
 
 #include "ggml-backend.h"
 
@@ -37,6 +39,8 @@ enum wsp_ggml_sim_fault {
     WSP_GGML_SIM_FAULT_ALLOC,  // buffer allocation returns NULL
     WSP_GGML_SIM_FAULT_COPY,   // tensor copy (set, get, copy; sync or async) fails
     WSP_GGML_SIM_FAULT_KERNEL, // graph compute fails at its first node
+    WSP_GGML_SIM_FAULT_CORRUPT, // graph compute succeeds, but the first value of its last F32 result
+                                // is wrong: silent data corruption, which only a check of values finds
 };
 WSP_GGML_BACKEND_API void wsp_ggml_backend_sim_inject_fault(wsp_ggml_backend_dev_t device, enum wsp_ggml_sim_fault fault);
 

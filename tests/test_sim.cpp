@@ -226,6 +226,27 @@ TEST(Sim, InjectedFaultsFailOnceThenWork) {
     EXPECT_EQ(read(y), std::vector<float>(16, 6.0f));
 }
 
+// silent data corruption: the compute reports success, one value of the result is wrong, once
+TEST(Sim, CorruptFaultChangesOneValueOfTheResultOnce) {
+    SimBackends       be(1, 0);
+    Tensors           t;
+    wsp_ggml_tensor * x = t.vec(8);
+    wsp_ggml_tensor * h = wsp_ggml_scale(t.ctx, x, 2.0f);
+    wsp_ggml_tensor * y = wsp_ggml_add(t.ctx, h, x);
+    t.alloc(wsp_ggml_backend_get_default_buffer_type(be.sim(0)));
+    const std::vector<float> v = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    wsp_ggml_backend_tensor_set(x, v.data(), 0, wsp_ggml_nbytes(x));
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(t.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+
+    wsp_ggml_backend_sim_inject_fault(sim_dev(0), WSP_GGML_SIM_FAULT_CORRUPT);
+    EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    EXPECT_EQ(read(h), (std::vector<float>{ 2, 4, 6, 8, 10, 12, 14, 16 })) << "only the last result";
+    EXPECT_EQ(read(y), (std::vector<float>{ -7, 6, 9, 12, 15, 18, 21, 24 })) << "3 became -2 * 3 - 1";
+    EXPECT_EQ(wsp_ggml_backend_graph_compute(be.sim(0), g), WSP_GGML_STATUS_SUCCESS);
+    EXPECT_EQ(read(y), (std::vector<float>{ 3, 6, 9, 12, 15, 18, 21, 24 }));
+}
+
 TEST(Sim, DelayMakesWorkAsynchronous) {
     SimBackends       be(1, 20000); // 20 ms per command
     Tensors           t;

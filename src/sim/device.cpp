@@ -344,6 +344,8 @@ bool create_devices(int n, size_t memory_mb) {
         dev->delays.fixed_us.store(delay ? std::max(0, std::atoi(delay)) : 0);
         dev->delays.jitter_us.store(jitter ? std::max(0, std::atoi(jitter)) : 0);
         dev->delays.seed.store(seed ? (uint32_t) std::strtoul(seed, nullptr, 10) : 0);
+        const char * corrupt = std::getenv("WSP_GGML_SIM_CORRUPT");
+        dev->corrupt_always  = corrupt != nullptr && std::atoi(corrupt) != 0;
         devices().push_back(std::move(dev));
     }
     return true;
@@ -444,6 +446,7 @@ void wsp_ggml_backend_sim_inject_fault(wsp_ggml_backend_dev_t device, enum wsp_g
         case WSP_GGML_SIM_FAULT_ALLOC: d->fail_alloc.store(true); break;
         case WSP_GGML_SIM_FAULT_COPY: d->fail_copy.store(true); break;
         case WSP_GGML_SIM_FAULT_KERNEL: d->fail_kernel.store(true); break;
+        case WSP_GGML_SIM_FAULT_CORRUPT: d->corrupt_next.store(true); break;
     }
 }
 

@@ -33,6 +33,8 @@ struct Device {
     std::atomic<bool>              fail_alloc{ false };
     std::atomic<bool>              fail_copy{ false };
     std::atomic<bool>              fail_kernel{ false };
+    std::atomic<bool>              corrupt_next{ false };  // WSP_GGML_SIM_FAULT_CORRUPT
+    bool                           corrupt_always = false; // WSP_GGML_SIM_CORRUPT=1, set when made
     std::vector<std::atomic<bool>> op_supported;
     // a synchronous copy failed: the next synchronize of a backend of this device reports it
     std::atomic<bool> sync_copy_failed{ false };
