@@ -36,12 +36,13 @@ for g in "${groups[@]}"; do
             want_cmd ninja ninja-build
             want_cmd g++ g++
             want_cmd clang-format-14 clang-format-14
-            for p in libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev libcli11-dev; do
+            for p in libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev libcli11-dev nlohmann-json3-dev; do
                 want_pkg "$p"
             done
             ;;
         client)
             want_cmd espeak-ng espeak-ng
+            want_cmd python3 python3 # the model download test's local HTTP server
             if ! command -v npm >/dev/null && ! command -v curl >/dev/null; then
                 need+=(curl ca-certificates)
             fi

@@ -157,23 +157,24 @@ struct WriteModelOptions {
 
     wsp::model::WhisperFileConfig cfg;
     std::string                   out;
-    std::string                   size = "tiny";
-    long long                     seed = 1;
-    bool                          json = false;
-    std::vector<Dim>              dims = {
-                     { "--audio-ctx", "encoder positions, 1..1500 (default 1500; see below)", { &cfg.n_audio_ctx } },
-                     { "--text-ctx", "decoder positions (default 448)", { &cfg.n_text_ctx } },
-                     { "--vocab", "51864 English-only, 51865 multilingual (default), 51866 large-v3 layout", { &cfg.n_vocab } },
-                     { "--mels", "mel bands (default 80)", { &cfg.n_mels } },
-                     { "--state",
-                       "audio and text state (default by --size; whisper.cpp requires them equal)",
-                       { &cfg.n_audio_state, &cfg.n_text_state } },
-                     { "--heads", "audio and text heads (default by --size)", { &cfg.n_audio_head, &cfg.n_text_head } },
-                     { "--layers", "audio and text layers (default by --size)", { &cfg.n_audio_layer, &cfg.n_text_layer } },
-                     { "--audio-heads", "audio heads only", { &cfg.n_audio_head } },
-                     { "--text-heads", "text heads only", { &cfg.n_text_head } },
-                     { "--audio-layers", "audio layers only", { &cfg.n_audio_layer } },
-                     { "--text-layers", "text layers only", { &cfg.n_text_layer } },
+    std::string                   size   = "tiny";
+    long long                     seed   = 1;
+    std::string                   format = "ggml";
+    bool                          json   = false;
+    std::vector<Dim>              dims   = {
+                       { "--audio-ctx", "encoder positions, 1..1500 (default 1500; see below)", { &cfg.n_audio_ctx } },
+                       { "--text-ctx", "decoder positions (default 448)", { &cfg.n_text_ctx } },
+                       { "--vocab", "51864 English-only, 51865 multilingual (default), 51866 large-v3 layout", { &cfg.n_vocab } },
+                       { "--mels", "mel bands (default 80)", { &cfg.n_mels } },
+                       { "--state",
+                         "audio and text state (default by --size; whisper.cpp requires them equal)",
+                         { &cfg.n_audio_state, &cfg.n_text_state } },
+                       { "--heads", "audio and text heads (default by --size)", { &cfg.n_audio_head, &cfg.n_text_head } },
+                       { "--layers", "audio and text layers (default by --size)", { &cfg.n_audio_layer, &cfg.n_text_layer } },
+                       { "--audio-heads", "audio heads only", { &cfg.n_audio_head } },
+                       { "--text-heads", "text heads only", { &cfg.n_text_head } },
+                       { "--audio-layers", "audio layers only", { &cfg.n_audio_layer } },
+                       { "--text-layers", "text layers only", { &cfg.n_text_layer } },
     };
 
     WriteModelOptions()                                      = default;
@@ -182,7 +183,12 @@ struct WriteModelOptions {
 };
 
 void add_write_model_options(CLI::App & cmd, WriteModelOptions & w) {
-    cmd.add_option("--out", w.out, "the file to write")->required();
+    cmd.add_option("--out", w.out, "the file to write (a folder with --format hf)")->required();
+    cmd.add_option("--format", w.format,
+                   "ggml: whisper.cpp's model file; hf: a Hugging Face checkpoint folder of the same weights "
+                   "(config.json, model.safetensors in f32, or f16 with --type f16, vocab.json, merges.txt) "
+                   "for `convert`")
+        ->check(one_of({ "ggml", "hf" }));
     cmd.add_option("--size", w.size, "dimensions of the public whisper model; the options below override them")
         ->check(one_of(kSizes));
     cmd.add_option_function<std::string>(
@@ -263,6 +269,21 @@ int main(int argc, char ** argv) {
                         "flash-attention path equal to its plain path. --state: a multiple of the heads (and of 32 "
                         "for quantized types).");
 
+    std::string   convert_dir, convert_out;
+    wsp_ggml_type convert_type = WSP_GGML_TYPE_F16;
+    bool          convert_json = false;
+    auto *        convert      = app.add_subcommand(
+                    "convert", "convert a Hugging Face whisper checkpoint (config.json, model.safetensors, vocab.json) into "
+                                           "whisper.cpp's model file");
+    convert->add_option("dir", convert_dir, "the checkpoint's folder")->required();
+    convert->add_option("--out", convert_out, "the model file to write")->required();
+    convert
+        ->add_option_function<std::string>(
+            "--type", [&](const std::string & s) { wsp::model::whisper_file_type(s, convert_type); },
+            "mat-mul weights and token embedding (default f16); conv kernels f16 (f32 for f32), the rest f32")
+        ->check(one_of(file_types()));
+    convert->add_flag("--json", convert_json, "print one JSON object (path, config, tensors, tokens, bytes)");
+
     if (argc < 2) {
         std::fprintf(stderr, "%s", app.help().c_str());
         return wsp::cli::EXIT_USAGE;
@@ -274,8 +295,9 @@ int main(int argc, char ** argv) {
         if (a.empty() || a[0] == '-') {
             continue;
         }
-        if (a != devices->get_name() && a != encode->get_name() && a != write_model->get_name()) {
-            std::fprintf(stderr, "wsp-ggml-cli: unknown command '%s': one of devices, encode, write-model\n",
+        if (a != devices->get_name() && a != encode->get_name() && a != write_model->get_name() &&
+            a != convert->get_name()) {
+            std::fprintf(stderr, "wsp-ggml-cli: unknown command '%s': one of convert, devices, encode, write-model\n",
                          a.c_str());
             return wsp::cli::EXIT_USAGE;
         }
@@ -298,6 +320,9 @@ int main(int argc, char ** argv) {
     if (encode->parsed()) {
         return wsp::cli::cmd_encode(o);
     }
+    if (convert->parsed()) {
+        return wsp::cli::cmd_convert(convert_dir, convert_type, convert_out, convert_json);
+    }
     apply_write_model(*write_model, w);
-    return wsp::cli::cmd_write_model(w.cfg, w.out, w.json);
+    return wsp::cli::cmd_write_model(w.cfg, w.out, w.format == "hf", w.json);
 }

@@ -72,6 +72,14 @@ build() {
     # the same with 8 heads (of 48), which 3 devices do not divide: heads split across devices
     step "$work/model-h8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-h8-f16.bin" \
         --size tiny --type f16 --seed 1 --audio-ctx 200 --heads 8
+    # the same weights through a Hugging Face checkpoint and `convert` (issue 35): the same bytes
+    step "$work/hf.log" "$work/prefix/bin/wsp-ggml-cli" write-model --format hf --out "$work/hf-tiny" \
+        --size tiny --type f32 --seed 1 --audio-ctx 200
+    step "$work/convert.log" "$work/prefix/bin/wsp-ggml-cli" convert "$work/hf-tiny" \
+        --out "$work/model-tiny-converted-f16.bin" --type f16
+    cmp "$work/model-tiny-f16.bin" "$work/model-tiny-converted-f16.bin" ||
+        { echo "FAILED: the converted checkpoint differs from write-model's file"; exit 1; }
+    rm -rf "$work/hf-tiny"
     # Q8_0 weights, for the column split in whole blocks
     step "$work/model-q8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-q8_0.bin" \
         --size tiny --type q8_0 --seed 1 --audio-ctx 200

@@ -1,6 +1,6 @@
 #pragma once
 
-// The CLI's subcommands, one file each (devices.cpp, encode.cpp, write_model.cpp), and the
+// The CLI's subcommands, one file each (convert.cpp, devices.cpp, encode.cpp, write_model.cpp), and the
 // options they take once the command line is parsed (tools/cli.cpp). Each prints plain text to
 // stdout, or one JSON object with the same figures when its options ask for JSON, and returns
 // the process's exit status; errors go to stderr.
@@ -43,7 +43,10 @@ int cmd_devices(bool json);
 // 0, EXIT_FAILED (no device, compute failed, ...), EXIT_CHECK or EXIT_USAGE (a bad --tensor-split)
 int cmd_encode(const EncodeOptions & o);
 
-// 0, or 1 with a message when the file cannot be written
-int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool json);
+// 0, or 1 with a message when the file (the checkpoint folder, with hf) cannot be written
+int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool hf, bool json);
+
+// 0, or 1 with a message when the checkpoint cannot be read or the file written
+int cmd_convert(const std::string & dir, wsp_ggml_type type, const std::string & out, bool json);
 
 } // namespace wsp::cli

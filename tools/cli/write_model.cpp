@@ -1,16 +1,41 @@
-// wsp-ggml-cli write-model: a whisper.cpp model file with random weights (model/whisper_file.h);
-// prints the path, the dimensions and the size, as text or as one JSON object.
+// wsp-ggml-cli write-model: a whisper.cpp model file with random weights (model/whisper_file.h), or
+// the same weights as a Hugging Face checkpoint folder (model/hf_checkpoint.h); prints the path, the
+// dimensions and the size, as text or as one JSON object.
 
 #include "cli/commands.h"
 #include "cli/json.h"
+#include "model/hf_checkpoint.h"
 
 #include <cstdio>
 
 namespace wsp::cli {
 
-int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool json) {
+int cmd_write_model(const wsp::model::WhisperFileConfig & cfg, const std::string & out, bool hf, bool json) {
     std::string error;
     size_t      bytes = 0;
+    if (hf) {
+        // the checkpoint's tensors in f16 for --type f16, else f32 (a checkpoint holds no quantized type)
+        const wsp_ggml_type dtype = cfg.wtype == WSP_GGML_TYPE_F16 ? WSP_GGML_TYPE_F16 : WSP_GGML_TYPE_F32;
+        if (!wsp::model::write_hf_checkpoint(cfg, out, dtype, &error)) {
+            std::fprintf(stderr, "write-model: %s\n", error.c_str());
+            return 1;
+        }
+        if (json) {
+            JsonWriter j;
+            j.begin_object()
+                .field("path", out)
+                .field("format", "hf")
+                .field("describe", cfg.describe())
+                .field("dtype", wsp_ggml_type_name(dtype))
+                .field("seed", (uint64_t) cfg.seed)
+                .end_object();
+            std::printf("%s\n", j.str().c_str());
+        } else {
+            std::printf("wrote the checkpoint %s: %s (tensors in %s), seed %llu\n", out.c_str(), cfg.describe().c_str(),
+                        wsp_ggml_type_name(dtype), (unsigned long long) cfg.seed);
+        }
+        return 0;
+    }
     if (!wsp::model::write_whisper_model(cfg, out, &error, &bytes)) {
         std::fprintf(stderr, "write-model: %s\n", error.c_str());
         return 1;

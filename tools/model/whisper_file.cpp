@@ -72,20 +72,10 @@ enum class Init {
     Sinusoid, // whisper's fixed encoder positional embedding
 };
 
-struct TensorSpec {
-    std::string          name;
-    std::vector<int32_t> ne; // ggml order: ne[0] varies fastest
-    wsp_ggml_type        type;
-    Init                 init;
-    float                std;
-
-    int64_t rows() const {
-        int64_t r = 1;
-        for (size_t i = 1; i < ne.size(); ++i) {
-            r *= ne[i];
-        }
-        return r;
-    }
+// a tensor of the file and how write-model draws its values
+struct TensorSpec : WhisperTensor {
+    Init  init;
+    float std;
 };
 
 // The tensors of the model, with the names, shapes and types whisper.cpp's loader declares (it checks
@@ -129,7 +119,13 @@ private:
     static float fan_in_std(int64_t fan_in) { return (float) (1.0 / std::sqrt((double) fan_in)); }
 
     void add(const std::string & name, std::vector<int32_t> ne, wsp_ggml_type type, Init init, float std) {
-        specs_.push_back({ name, std::move(ne), type, init, std });
+        TensorSpec t;
+        t.name = name;
+        t.ne   = std::move(ne);
+        t.type = type;
+        t.init = init;
+        t.std  = std;
+        specs_.push_back(std::move(t));
     }
 
     void norm(const std::string & prefix, int32_t n) {
@@ -258,24 +254,22 @@ void write_hparams(FileWriter & w, const WhisperFileConfig & cfg) {
     w.i32(wsp_ggml_is_quantized(cfg.wtype) ? WSP_GGML_QNT_VERSION * WSP_GGML_QNT_VERSION_FACTOR + ftype : ftype);
 }
 
-void write_filters_and_vocab(FileWriter & w, const WhisperFileConfig & cfg) {
+void write_filters_and_vocab(FileWriter & w, const WhisperFileConfig & cfg, const std::vector<std::string> & tokens) {
     const int32_t            n_bins  = kFrameSize / 2 + 1;
     const std::vector<float> filters = slaney_mel_filters(cfg.n_mels, kFrameSize, kSampleRate);
     w.i32(cfg.n_mels);
     w.i32(n_bins);
     w.bytes(filters.data(), filters.size() * sizeof(float));
 
-    const int32_t n_regular = whisper_regular_tokens(cfg.n_vocab);
-    w.i32(n_regular);
-    for (int32_t id = 0; id < n_regular; ++id) {
-        const std::string text = whisper_token_text(id);
+    w.i32((int32_t) tokens.size());
+    for (const std::string & text : tokens) {
         w.i32((int32_t) text.size());
         w.bytes(text.data(), text.size());
     }
 }
 
-// one tensor record; the data generated, converted and written in chunks of rows to bound memory
-bool write_tensor(FileWriter & w, const TensorSpec & spec, uint64_t seed, std::string * error) {
+// one tensor record; the values read, converted and written in chunks of rows to bound memory
+bool write_tensor(FileWriter & w, const WhisperTensor & spec, const WhisperValues & source, std::string * error) {
     w.i32((int32_t) spec.ne.size());
     w.i32((int32_t) spec.name.size());
     w.i32((int32_t) spec.type);
@@ -284,7 +278,6 @@ bool write_tensor(FileWriter & w, const TensorSpec & spec, uint64_t seed, std::s
     }
     w.bytes(spec.name.data(), spec.name.size());
 
-    Rng                  rng(tensor_seed(seed, spec.name));
     const int64_t        n_per_row  = spec.ne[0];
     const int64_t        rows       = spec.rows();
     const size_t         row_bytes  = wsp_ggml_row_size(spec.type, n_per_row);
@@ -293,7 +286,10 @@ bool write_tensor(FileWriter & w, const TensorSpec & spec, uint64_t seed, std::s
     std::vector<uint8_t> converted;
     for (int64_t r0 = 0; r0 < rows && w.ok(); r0 += chunk_rows) {
         const int64_t n_rows = std::min(chunk_rows, rows - r0);
-        fill_rows(spec, rng, r0, n_rows, values);
+        values.assign((size_t) (n_rows * n_per_row), 0.0f);
+        if (!source(spec, r0, n_rows, values.data(), error)) {
+            return false;
+        }
         if (spec.type == WSP_GGML_TYPE_F32) {
             w.bytes(values.data(), values.size() * sizeof(float));
             continue;
@@ -399,9 +395,63 @@ bool whisper_file_type(const std::string & name, wsp_ggml_type & type) {
     return false;
 }
 
+std::vector<WhisperTensor> whisper_file_tensors(const WhisperFileConfig & cfg) {
+    std::vector<TensorSpec>    specs = SpecBuilder(cfg).build();
+    std::vector<WhisperTensor> tensors(specs.begin(), specs.end());
+    return tensors;
+}
+
+std::vector<std::string> whisper_file_tokens(int32_t n_vocab) {
+    std::vector<std::string> tokens((size_t) whisper_regular_tokens(n_vocab));
+    for (size_t id = 0; id < tokens.size(); ++id) {
+        tokens[id] = whisper_token_text((int32_t) id);
+    }
+    return tokens;
+}
+
+WhisperValues whisper_random_values(const WhisperFileConfig & cfg) {
+    // the rows of a tensor are asked for in order, each tensor once: a tensor's generator starts at
+    // its first row
+    struct State {
+        std::vector<TensorSpec> specs;
+        Rng                     rng{ 0 };
+        uint64_t                seed;
+    };
+    auto state   = std::make_shared<State>();
+    state->specs = SpecBuilder(cfg).build();
+    state->seed  = cfg.seed;
+    return [state](const WhisperTensor & t, int64_t r0, int64_t n_rows, float * out, std::string * error) {
+        const auto it = std::find_if(state->specs.begin(), state->specs.end(),
+                                     [&](const TensorSpec & s) { return s.name == t.name; });
+        if (it == state->specs.end()) {
+            set_error(error, "no random values for a tensor named " + t.name);
+            return false;
+        }
+        if (r0 == 0) {
+            state->rng = Rng(tensor_seed(state->seed, t.name));
+        }
+        std::vector<float> values;
+        fill_rows(*it, state->rng, r0, n_rows, values);
+        std::copy(values.begin(), values.end(), out);
+        return true;
+    };
+}
+
 bool write_whisper_model(const WhisperFileConfig & cfg, const std::string & path, std::string * error,
                          size_t * bytes_written) {
+    return write_whisper_model(cfg, whisper_file_tokens(cfg.n_vocab), whisper_random_values(cfg), path, error,
+                               bytes_written);
+}
+
+bool write_whisper_model(const WhisperFileConfig & cfg, const std::vector<std::string> & tokens,
+                         const WhisperValues & values, const std::string & path, std::string * error,
+                         size_t * bytes_written) {
     if (!cfg.validate(error)) {
+        return false;
+    }
+    if (tokens.empty() || tokens.size() > (size_t) cfg.n_vocab) {
+        set_error(error, "the vocab has " + std::to_string(tokens.size()) + " tokens, not 1.." +
+                             std::to_string(cfg.n_vocab) + " (n_vocab)");
         return false;
     }
     // written under a temporary name and renamed when complete: a reader never sees half a model, and
@@ -413,10 +463,10 @@ bool write_whisper_model(const WhisperFileConfig & cfg, const std::string & path
         return false;
     }
     write_hparams(w, cfg);
-    write_filters_and_vocab(w, cfg);
+    write_filters_and_vocab(w, cfg, tokens);
     bool ok = true;
-    for (const TensorSpec & spec : SpecBuilder(cfg).build()) {
-        if (!(ok = write_tensor(w, spec, cfg.seed, error)) || !w.ok()) {
+    for (const WhisperTensor & spec : whisper_file_tensors(cfg)) {
+        if (!(ok = write_tensor(w, spec, values, error)) || !w.ok()) {
             break;
         }
     }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,48 @@ bool whisper_file_preset(const std::string & size, WhisperFileConfig & cfg);
 // The weight types a file can hold (whisper.cpp's ftypes): f32, f16, q8_0, q5_1, q5_0, q4_1, q4_0.
 bool whisper_file_type(const std::string & name, wsp_ggml_type & type);
 
-// Writes the model (to path + ".part", renamed to path when complete); false with a message, and no
-// file left behind, on invalid dimensions or an I/O error. bytes_written receives the file size.
+// A tensor of the file as whisper.cpp's loader declares it (it checks a record by name, shape and
+// byte size): mat-mul matrices and the token embedding in the weight type, conv kernels in F16 (F32
+// for an F32 model), everything else in F32.
+struct WhisperTensor {
+    std::string          name;
+    std::vector<int32_t> ne; // ggml order: ne[0] varies fastest
+    wsp_ggml_type        type;
+
+    int64_t rows() const {
+        int64_t r = 1;
+        for (size_t i = 1; i < ne.size(); ++i) {
+            r *= ne[i];
+        }
+        return r;
+    }
+};
+
+// The file's tensors in the file's order.
+std::vector<WhisperTensor> whisper_file_tensors(const WhisperFileConfig & cfg);
+
+// Where a tensor's values come from: rows [r0, r0 + n_rows) of t as F32 into out (n_rows * ne[0]
+// values); false with a message. The writer asks for each tensor's rows in order, once.
+using WhisperValues =
+    std::function<bool(const WhisperTensor & t, int64_t r0, int64_t n_rows, float * out, std::string * error)>;
+
+// write-model's values: a function of cfg.seed and the tensor's name, scaled per tensor (the
+// matrices by 1/sqrt(fan-in), gains near one, whisper's sinusoidal encoder positions).
+WhisperValues whisper_random_values(const WhisperFileConfig & cfg);
+
+// write-model's vocab: whisper_token_text of each regular id (whisper_regular_tokens of them).
+std::vector<std::string> whisper_file_tokens(int32_t n_vocab);
+
+// Writes the model with write-model's random values and vocab (to path + ".part", renamed to path
+// when complete); false with a message, and no file left behind, on invalid dimensions or an I/O
+// error. bytes_written receives the file size.
 bool write_whisper_model(const WhisperFileConfig & cfg, const std::string & path, std::string * error,
+                         size_t * bytes_written = nullptr);
+
+// The same with the tensors' values from `values` and the regular tokens' texts (ids 0.., at most
+// n_vocab; whisper.cpp makes the special tokens above them): the converter's path.
+bool write_whisper_model(const WhisperFileConfig & cfg, const std::vector<std::string> & tokens,
+                         const WhisperValues & values, const std::string & path, std::string * error,
                          size_t * bytes_written = nullptr);
 
 // Slaney-style mel filterbank (librosa's default, as whisper's reference uses): n_mels rows of
