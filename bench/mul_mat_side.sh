@@ -11,7 +11,9 @@
 # Environment: TYPES (default f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1), MS (1,2,4,8,16), SHAPES
 # (1280x5120; e.g. 1280x5120,5120x1280), RUNS (5), THREADS (2), ROUNDS (1: passes over the builds, the
 # order alternating, best figure kept), QUIET_WAIT (seconds to wait before each program for the machine
-# to be idle; default 0), BUILD_OURS=0 (don't build BUILD_DIR).
+# to be idle; default 0), BUILD_OURS=0 (don't build BUILD_DIR), LEGACY=1 (every build through
+# wsp_ggml_graph_compute_with_ctx, the API before backends, with one weight per graph, which stays
+# in the cache: mul_mat_small --legacy --min-mib=1).
 set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$(realpath "${1:-$src_dir/build/release}")
@@ -23,6 +25,14 @@ runs=${RUNS:-5}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-1}
 quiet_wait=${QUIET_WAIT:-0}
+row_impl=ggml # the impl of the rows compared (mul_mat_small's "ggml", or "legacy")
+extra=()
+where="the CPU backend, $threads threads, weights from DRAM (>= 192 MiB per graph)"
+if [ "${LEGACY:-0}" = 1 ]; then
+    row_impl=legacy
+    extra=(--legacy --min-mib=1)
+    where="wsp_ggml_graph_compute_with_ctx, $threads threads, one weight per graph (in the cache)"
+fi
 ncpu=$(nproc)
 
 side_tag=mul_mat_side
@@ -54,7 +64,7 @@ for ((r = 0; r < rounds; ++r)); do
             json=$work/$name-$type-$r.json
             before=$(wait_quiet)
             step "$work/$name-$type-$r.log" "${bin[$name]}" --threads="$threads" --runs="$runs" --types="$type" \
-                --ms="$ms" --shapes="$shapes" --label="$name" --json="$json"
+                --ms="$ms" --shapes="$shapes" --label="$name" --json="$json" "${extra[@]}"
             after=$(others_busy)
             echo "mul_mat_side: $name $type, round $((r + 1)) of $rounds (others busy before/after: $before%/$after% of a core)" >&2
             ((before > 20 || after > 20)) && busy[$type]="${busy[$type]:+${busy[$type]},}$name"
@@ -86,7 +96,7 @@ ratio() { # a / b with two decimals, or -
     awk -v a="${1%!}" -v b="${2%!}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "-" }'
 }
 echo
-echo "mul_mat on the CPU backend, $threads threads, weights from DRAM (>= 192 MiB per graph), GFLOP/s (best of $runs; \"!\": result check failed;" \
+echo "mul_mat on $where, GFLOP/s (best of $runs; \"!\": result check failed;" \
     "$rounds round(s)); memory read bandwidth GB/s: ours ${bandwidth[ours]:--}, shipped ${bandwidth[shipped]:--}," \
     "upstream ${bandwidth[upstream]:--} (best of each build's runs; the M=1 fractions are against the probe beside each row)"
 printf '%-6s %-10s %3s | %8s %8s %8s %8s | %9s | %-16s | %s\n' type KxN M ours shipped upstream openblas ours/upstr \
@@ -97,19 +107,19 @@ for type in "${type_list[@]}"; do
         k=${shape%x*}
         n=${shape#*x}
         for m in "${m_list[@]}"; do
-            o=${gflops[ours|ggml|$type|$k|$n|$m]:--}
-            s=${gflops[shipped|ggml|$type|$k|$n|$m]:--}
-            u=${gflops[upstream|ggml|$type|$k|$n|$m]:--}
+            o=${gflops[ours|$row_impl|$type|$k|$n|$m]:--}
+            s=${gflops[shipped|$row_impl|$type|$k|$n|$m]:--}
+            u=${gflops[upstream|$row_impl|$type|$k|$n|$m]:--}
             blas=${gflops[ours|openblas|$type|$k|$n|$m]:--}
             fr=-
             if [ "$m" = 1 ]; then
-                fr="$(f2 "${frac[ours|ggml|$type|$k|$n|$m]:--}")/$(f2 "${frac[shipped|ggml|$type|$k|$n|$m]:--}")"
-                fr+="/$(f2 "${frac[upstream|ggml|$type|$k|$n|$m]:--}")"
+                fr="$(f2 "${frac[ours|$row_impl|$type|$k|$n|$m]:--}")/$(f2 "${frac[shipped|$row_impl|$type|$k|$n|$m]:--}")"
+                fr+="/$(f2 "${frac[upstream|$row_impl|$type|$k|$n|$m]:--}")"
             fi
-            bt="${buft[shipped|ggml|$type|$k|$n|$m]:--}/${buft[upstream|ggml|$type|$k|$n|$m]:--}"
+            bt="${buft[shipped|$row_impl|$type|$k|$n|$m]:--}/${buft[upstream|$row_impl|$type|$k|$n|$m]:--}"
             printf '%-6s %-10s %3s | %8s %8s %8s %8s | %9s | %-16s | %-21s %s\n' "$type" "$shape" "$m" "$o" "$s" "$u" \
                 "$blas" "$(ratio "$o" "$u")" "$fr" "$bt" "${busy[$type]:+(busy: ${busy[$type]})}"
-            json_rows+=("{\"type\": \"$type\", \"k\": $k, \"n\": $n, \"m\": $m, \"gflops\": {\"ours\": $(q "$o"), \"shipped\": $(q "$s"), \"upstream\": $(q "$u"), \"openblas\": $(q "$blas")}, \"bw_fraction\": {\"ours\": $(q "${frac[ours|ggml|$type|$k|$n|$m]:--}"), \"shipped\": $(q "${frac[shipped|ggml|$type|$k|$n|$m]:--}"), \"upstream\": $(q "${frac[upstream|ggml|$type|$k|$n|$m]:--}")}, \"weights_in\": {\"shipped\": \"${buft[shipped|ggml|$type|$k|$n|$m]:--}\", \"upstream\": \"${buft[upstream|ggml|$type|$k|$n|$m]:--}\"}, \"busy\": \"${busy[$type]:-}\"}")
+            json_rows+=("{\"type\": \"$type\", \"k\": $k, \"n\": $n, \"m\": $m, \"gflops\": {\"ours\": $(q "$o"), \"shipped\": $(q "$s"), \"upstream\": $(q "$u"), \"openblas\": $(q "$blas")}, \"bw_fraction\": {\"ours\": $(q "${frac[ours|$row_impl|$type|$k|$n|$m]:--}"), \"shipped\": $(q "${frac[shipped|$row_impl|$type|$k|$n|$m]:--}"), \"upstream\": $(q "${frac[upstream|$row_impl|$type|$k|$n|$m]:--}")}, \"weights_in\": {\"shipped\": \"${buft[shipped|$row_impl|$type|$k|$n|$m]:--}\", \"upstream\": \"${buft[upstream|$row_impl|$type|$k|$n|$m]:--}\"}, \"busy\": \"${busy[$type]:-}\"}")
         done
     done
 done

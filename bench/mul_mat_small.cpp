@@ -4,7 +4,9 @@
 // only (ggml.h, ggml-alloc.h, ggml-backend.h, ggml-cpu.h), so the same source builds against ours
 // and against the ggml whisper.rn ships (bench/peers). Figures are the best of --runs computes.
 //   mul_mat_small [--threads=2] [--runs=5] [--types=f32,f16,...] [--ms=1,2,4,8,16]
-//                 [--shapes=1280x5120,5120x1280] [--min-mib=192] [--label=NAME] [--json=FILE]
+//                 [--shapes=1280x5120,5120x1280] [--min-mib=192] [--legacy] [--label=NAME] [--json=FILE]
+// --legacy: through wsp_ggml_graph_compute_with_ctx (no backend, no threadpool: "legacy" rows), the
+// weights in the plain CPU buffer type; with --min-mib=1, one weight that stays in the cache.
 // Also the machine's memory read bandwidth (threads summing disjoint parts of a 512 MiB buffer
 // with AVX2 loads), once at the start and again beside every row (its bw_frac is against the pass
 // of the same moment, Note [probe beside the row]) and, where built with WSP_BENCH_OPENBLAS, cblas_sgemm on the F32
@@ -53,7 +55,8 @@ struct Options {
     std::vector<Shape>   shapes = { { 1280, 5120 } };
     std::string          label  = "ggml";
     std::string          json;
-    bool                 plain = false; // weights in the CPU buffer type even where an extra one fits
+    bool                 plain  = false; // weights in the CPU buffer type even where an extra one fits
+    bool                 legacy = false; // wsp_ggml_graph_compute_with_ctx instead of the backend ("legacy" rows)
 };
 
 // one measured row: an implementation ("ggml" or "openblas") on a type, shape and batch
@@ -108,6 +111,9 @@ bool parse(int argc, char ** argv, Options & o) {
             o.min_mib = std::atof(value.c_str());
         } else if (key == "--plain-buft" && value.empty()) {
             o.plain = true;
+        } else if (key == "--legacy" && value.empty()) {
+            o.legacy = true;
+            o.plain  = true; // the legacy path computes on the tensors' memory: no repacked layout
         } else if (key == "--label" && !value.empty()) {
             o.label = value;
         } else if (key == "--json" && !value.empty()) {
@@ -145,7 +151,8 @@ bool parse(int argc, char ** argv, Options & o) {
             std::fprintf(
                 stderr,
                 "usage: mul_mat_small [--threads=N] [--runs=R] [--types=f32,f16,bf16,q8_0,...] "
-                "[--ms=1,2,4] [--shapes=1280x5120,...] [--min-mib=192] [--plain-buft] [--label=NAME] [--json=FILE]\n");
+                "[--ms=1,2,4] [--shapes=1280x5120,...] [--min-mib=192] [--plain-buft] [--legacy] [--label=NAME] "
+                "[--json=FILE]\n");
             return false;
         }
     }
@@ -439,6 +446,54 @@ Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64
     return out;
 }
 
+// The same through the API before backends (wsp_ggml_graph_compute_with_ctx: a context with memory,
+// the work buffer taken from it on each call, no threadpool), as whisper.cpp's CPU-only helpers and
+// older clients compute; best of R (probe passes as in time_batch)
+Timing time_legacy(const Weights & ws, Shape s, int64_t m, int runs, int threads, Probe & probe) {
+    const size_t g_nodes = ws.w.size();
+    const size_t gsize   = std::max<size_t>(64, 2 * g_nodes + 16);
+    const size_t outputs = size_t(s.n * m) * g_nodes * sizeof(float) + g_nodes * 64;
+    // one work buffer per compute: the plan's size, taken 2 * runs + 1 times, and room for the plan
+    const size_t         work = (size_t(s.k * m) * 4 + size_t(threads) * 64 + 4096) * size_t(2 * runs + 2);
+    wsp_ggml_init_params ip   = { wsp_ggml_tensor_overhead() * (g_nodes + 2) +
+                                      wsp_ggml_graph_overhead_custom(gsize, false) + size_t(s.k * m) * 4 + outputs +
+                                      work + (1 << 20),
+                                  nullptr, false };
+    wsp_ggml_context *   ctx  = wsp_ggml_init(ip);
+    wsp_ggml_tensor *    x    = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, s.k, m);
+    wsp_ggml_cgraph *    gf   = wsp_ggml_new_graph_custom(ctx, gsize, false);
+    wsp_ggml_tensor *    y0   = nullptr;
+    for (auto * w : ws.w) {
+        wsp_ggml_tensor * y = wsp_ggml_mul_mat(ctx, w, x);
+        y0                  = y0 ? y0 : y;
+        wsp_ggml_build_forward_expand(gf, y);
+    }
+    const std::vector<float> xs = random_floats(size_t(s.k * m), 99);
+    std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
+    Timing out;
+    double best = 1e30;
+    bool   ok   = true;
+    for (int r = 0; ok && r <= runs; ++r) { // the first one warms up
+        if (r > 0) {
+            out.probe_gbs = std::max(out.probe_gbs, probe.once());
+            ok            = wsp_ggml_graph_compute_with_ctx(ctx, gf, threads) == WSP_GGML_STATUS_SUCCESS;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        ok            = ok && wsp_ggml_graph_compute_with_ctx(ctx, gf, threads) == WSP_GGML_STATUS_SUCCESS;
+        if (r > 0) {
+            best = std::min(best, seconds_since(t0));
+        }
+    }
+    if (ok) {
+        std::vector<float> y(size_t(s.n * m));
+        std::memcpy(y.data(), y0->data, y.size() * sizeof(float));
+        out.seconds = best;
+        out.err     = max_rel_err(ws, s, m, xs, y);
+    }
+    wsp_ggml_free(ctx);
+    return out;
+}
+
 #if defined(WSP_BENCH_OPENBLAS)
 // cblas_sgemm on the same F32 weights (row-major W_g is N x K): C_g = X W_g^T, best of R
 // (probe passes as in time_batch)
@@ -564,12 +619,14 @@ int main(int argc, char ** argv) {
                 return 1;
             }
             for (int64_t m : o.ms) {
-                const Timing t = time_batch(backend, ws, s, m, o.runs, probe);
+                const Timing t = o.legacy ? time_legacy(ws, s, m, o.runs, o.threads, probe)
+                                          : time_batch(backend, ws, s, m, o.runs, probe);
                 if (t.seconds <= 0) {
                     std::fprintf(stderr, "mul_mat_small: %s M=%lld failed\n", name, (long long) m);
                     return 1;
                 }
-                rows.push_back(make_row("ggml", name, bname, s, m, int64_t(ws.w.size()), ws.bytes_each, t));
+                rows.push_back(
+                    make_row(o.legacy ? "legacy" : "ggml", name, bname, s, m, int64_t(ws.w.size()), ws.bytes_each, t));
                 print_row(rows.back());
             }
 #if defined(WSP_BENCH_OPENBLAS)

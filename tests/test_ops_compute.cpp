@@ -15,6 +15,9 @@
 #include <set>
 #include <thread>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace wsp::test {
 namespace {
 
@@ -197,6 +200,75 @@ TEST(GraphCompute, WithAContextWorkBuffer) {
         EXPECT_GE(wsp_ggml_used_mem(sg.c.ctx) - before, wsp_ggml_graph_plan(sg.g, n_threads, nullptr).work_size);
         sg.expect_result();
     }
+}
+
+namespace {
+
+// the kernel thread ids of the workers (ith > 0) that ran a custom op
+struct WorkerIds {
+    std::mutex     mutex;
+    std::set<long> ids;
+};
+
+void record_worker(wsp_ggml_tensor * dst, const wsp_ggml_tensor * a, int ith, int, void * user) {
+    auto & w = *static_cast<WorkerIds *>(user);
+    if (ith > 0) {
+        std::lock_guard<std::mutex> lock(w.mutex);
+        w.ids.insert((long) syscall(SYS_gettid));
+    }
+    if (ith == 0) {
+        std::memcpy(dst->data, a->data, wsp_ggml_nbytes(a));
+    }
+}
+
+} // namespace
+
+// Note [kept pools] (src/cpu/compute.cpp): a plan without a threadpool borrows the threads of the
+// calls before it instead of starting its own; calls from several threads at once each get a
+// pool and their own result
+TEST(GraphCompute, PlanlessCallsKeepTheirThreads) {
+    WorkerIds         w;
+    Ctx               c(1 << 20);
+    wsp_ggml_tensor * x = wsp_ggml_new_tensor_1d(c.ctx, WSP_GGML_TYPE_F32, 64);
+    wsp_ggml_tensor * y = wsp_ggml_map_custom1(c.ctx, x, record_worker, 4, &w);
+    wsp_ggml_cgraph * g = wsp_ggml_new_graph(c.ctx);
+    wsp_ggml_build_forward_expand(g, y);
+    fill(x, random_values(64, 5, -1.0f, 1.0f));
+    wsp_ggml_cplan       plan = wsp_ggml_graph_plan(g, 4, nullptr);
+    std::vector<uint8_t> work(plan.work_size + 1);
+    plan.work_data = work.data();
+    for (int i = 0; i < 30; ++i) {
+        ASSERT_EQ(wsp_ggml_graph_compute(g, &plan), WSP_GGML_STATUS_SUCCESS);
+    }
+    EXPECT_EQ(get_values(y), get_values(x));
+    // 30 calls of 4 threads: the same 3 workers (a thread per call and worker would be 90)
+    EXPECT_EQ(w.ids.size(), 3u);
+
+    std::vector<std::thread> callers;
+    std::atomic<int>         wrong{ 0 };
+    for (int t = 0; t < 4; ++t) {
+        callers.emplace_back([&wrong] {
+            for (int i = 0; i < 20; ++i) {
+                SmallGraph sg;
+                sg.clear_out();
+                if (wsp_ggml_graph_compute_with_ctx(sg.c.ctx, sg.g, 2) != WSP_GGML_STATUS_SUCCESS) {
+                    ++wrong;
+                    continue;
+                }
+                const std::vector<float> vx = get_values(sg.x), vo = get_values(sg.out);
+                for (size_t k = 0; k < vx.size(); ++k) {
+                    if (vo[k] != (float) ieee_fp16_value(ieee_fp16_bits(vx[k] * vx[k] + vx[k]))) {
+                        ++wrong;
+                        break;
+                    }
+                }
+            }
+        });
+    }
+    for (std::thread & t : callers) {
+        t.join();
+    }
+    EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(GraphCompute, PlanThenComputeWithAndWithoutAThreadPool) {

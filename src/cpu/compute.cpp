@@ -3,6 +3,9 @@
 #include "compute.h"
 
 #include <memory>
+#include <iterator>
+#include <mutex>
+#include <vector>
 
 namespace wsp::cpu {
 
@@ -32,6 +35,54 @@ struct NodeJob {
 void run_task(void * ctx, int ith, int nth) {
     const NodeJob * job = static_cast<const NodeJob *>(ctx);
     job->kernel->compute(ComputeParams{ ith, nth, job->wdata, job->wsize, job->group }, job->node);
+}
+
+// Note [kept pools]
+// wsp_ggml_graph_compute without a threadpool in its plan (and so wsp_ggml_graph_compute_with_ctx,
+// the path of whisper.cpp's CPU-only helpers and of older clients) used to start n - 1 threads for
+// the call and join them after it. At M = 1 that cost more than the mat-mul: F16 1280x5120 in
+// cache ran at a third of upstream's GFLOP/s. Such calls now borrow a pool of their thread count
+// from a shelf and give it back after: one call at a time per pool (a call that finds none idle
+// makes one), the one given back last first, at most kKeptPools kept; kept workers sleep between calls once their poll
+// ends. The shelf is never destroyed: its sleeping workers end with the process.
+constexpr size_t kKeptPools = 4;
+
+class PoolShelf {
+public:
+    std::unique_ptr<ThreadPool> take(int n_threads) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) { // the warmest first
+                if ((*it)->n_threads() == n_threads) {
+                    std::unique_ptr<ThreadPool> pool = std::move(*it);
+                    idle_.erase(std::next(it).base());
+                    return pool;
+                }
+            }
+        }
+        return std::make_unique<ThreadPool>(n_threads, 50, false);
+    }
+
+    void give_back(std::unique_ptr<ThreadPool> pool) {
+        std::unique_ptr<ThreadPool> oldest; // joined outside the lock
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            idle_.push_back(std::move(pool));
+            if (idle_.size() > kKeptPools) {
+                oldest = std::move(idle_.front());
+                idle_.erase(idle_.begin());
+            }
+        }
+    }
+
+private:
+    std::mutex                               mutex_;
+    std::vector<std::unique_ptr<ThreadPool>> idle_; // oldest first
+};
+
+PoolShelf & shelf() {
+    static PoolShelf * s = new PoolShelf;
+    return *s;
 }
 
 } // namespace
@@ -121,16 +172,20 @@ enum wsp_ggml_status wsp_ggml_graph_compute(struct wsp_ggml_cgraph * cgraph, str
         return WSP_GGML_STATUS_FAILED;
     }
     wsp::cpu::ThreadPool *                pool = nullptr;
-    std::unique_ptr<wsp::cpu::ThreadPool> temp;
+    std::unique_ptr<wsp::cpu::ThreadPool> borrowed; // Note [kept pools]
     if (cplan->threadpool != nullptr) {
         pool = cplan->threadpool->pool;
     } else if (cplan->n_threads > 1) {
-        temp = std::make_unique<wsp::cpu::ThreadPool>(cplan->n_threads, 50, false);
-        pool = temp.get();
+        borrowed = wsp::cpu::shelf().take(cplan->n_threads);
+        pool     = borrowed.get();
     }
-    const int n_threads = pool ? pool->n_threads() : 1;
-    return wsp::cpu::graph_compute(cgraph, pool, n_threads, cplan->work_data, cplan->work_size, cplan->abort_callback,
-                                   cplan->abort_callback_data);
+    const int             n_threads = pool ? pool->n_threads() : 1;
+    const wsp_ggml_status status = wsp::cpu::graph_compute(cgraph, pool, n_threads, cplan->work_data, cplan->work_size,
+                                                           cplan->abort_callback, cplan->abort_callback_data);
+    if (borrowed != nullptr) {
+        wsp::cpu::shelf().give_back(std::move(borrowed));
+    }
+    return status;
 }
 
 enum wsp_ggml_status wsp_ggml_graph_compute_with_ctx(struct wsp_ggml_context * ctx, struct wsp_ggml_cgraph * cgraph,
