@@ -176,7 +176,8 @@ TEST(CpuTypeTraits, TableAsUpstream) {
     EXPECT_NE(q81->from_float, nullptr);
     EXPECT_EQ(q81->vec_dot, nullptr);
     EXPECT_EQ(q81->vec_dot_type, WSP_GGML_TYPE_Q8_1);
-    // types the CPU backend does not compute with: nothing to call
+    // types without a CPU quantizer and dot product (a K-quant weight is read through its
+    // dequantizer): nothing to call
     for (wsp_ggml_type t : { WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_I32 }) {
         EXPECT_EQ(wsp_ggml_get_type_traits_cpu(t)->from_float, nullptr) << wsp_ggml_type_name(t);
         EXPECT_EQ(wsp_ggml_get_type_traits_cpu(t)->vec_dot, nullptr) << wsp_ggml_type_name(t);

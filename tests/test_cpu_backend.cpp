@@ -177,11 +177,13 @@ TEST(CpuBackend, SupportsOp) {
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q8_0)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q5_1, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
-    // K-quant weights are declared for model files but not computed here
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_Q4_K, 256, 8), x)));
+    // K-quant weights are read through their dequantizer; nothing converts to them (no quantizer)
+    EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_Q4_K, 256, 8), x)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q6_K)));
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(
+    EXPECT_TRUE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q2_K, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
+    // the i-quants of grids have no dequantizer: declared for model files, not computed
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_IQ2_XXS, 256, 8), x)));
     // a training op: no kernel
     wsp_ggml_tensor * loss = t(WSP_GGML_TYPE_F32, 1, 1);
     loss->op               = WSP_GGML_OP_CROSS_ENTROPY_LOSS;

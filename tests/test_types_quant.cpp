@@ -385,3 +385,96 @@ TEST(QuantizeChunk, InitAndImatrixQueries) {
 
 } // namespace
 } // namespace wsp::test
+
+namespace wsp::test {
+namespace {
+
+struct OwnedCtx {
+    explicit OwnedCtx(size_t size) : ctx(wsp_ggml_init({ size, nullptr, false })) {}
+    ~OwnedCtx() { wsp_ggml_free(ctx); }
+    wsp_ggml_context * ctx;
+};
+
+// seeded random blocks of a super-block type with finite scales (the fields dequant_dump sets)
+std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_t seed) {
+    const size_t         bs = wsp_ggml_type_size(type);
+    std::vector<uint8_t> b(bs * (size_t) n_blocks);
+    std::mt19937         rng(seed);
+    for (uint8_t & v : b) {
+        v = (uint8_t) rng();
+    }
+    std::vector<int> fp16_at;
+    switch (type) {
+        case WSP_GGML_TYPE_Q2_K: fp16_at = { 80, 82 }; break;
+        case WSP_GGML_TYPE_Q3_K: fp16_at = { 108 }; break;
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K: fp16_at = { 0, 2 }; break;
+        case WSP_GGML_TYPE_Q6_K: fp16_at = { 208 }; break;
+        case WSP_GGML_TYPE_TQ1_0: fp16_at = { 52 }; break;
+        case WSP_GGML_TYPE_TQ2_0: fp16_at = { 64 }; break;
+        default: fp16_at = { 0 }; break; // IQ4_NL, IQ4_XS
+    }
+    std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        for (int at : fp16_at) {
+            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
+            std::memcpy(&b[(size_t) i * bs + at], &h, sizeof(h));
+        }
+    }
+    return b;
+}
+
+} // namespace
+
+// The super-block types have a dequantizer (bit for bit the client's: Types.DequantizeAsTheClient)
+// and no quantizer: the CPU backend computes MUL_MAT and GET_ROWS with such weights through it,
+// and nothing converts to them
+TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
+    for (wsp_ggml_type type :
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
+           WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS }) {
+        SCOPED_TRACE(wsp_ggml_type_name(type));
+        const auto * tr = wsp_ggml_get_type_traits(type);
+        ASSERT_NE(tr->to_float, nullptr);
+        EXPECT_EQ(tr->from_float_ref, nullptr);
+        const int64_t     K = 512, N = 6, M = 3;
+        OwnedCtx          c(1 << 22);
+        wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
+        wsp_ggml_tensor * x    = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, M);
+        wsp_ggml_tensor * ids  = wsp_ggml_new_tensor_1d(c.ctx, WSP_GGML_TYPE_I32, 2);
+        wsp_ggml_tensor * y    = wsp_ggml_mul_mat(c.ctx, w, x);
+        wsp_ggml_tensor * rows = wsp_ggml_get_rows(c.ctx, w, ids);
+        wsp_ggml_cgraph * g    = wsp_ggml_new_graph(c.ctx);
+        wsp_ggml_build_forward_expand(g, y);
+        wsp_ggml_build_forward_expand(g, rows);
+        const std::vector<uint8_t> blocks = random_blocks(type, K * N / tr->blck_size, 7);
+        std::memcpy(w->data, blocks.data(), blocks.size());
+        const std::vector<float> xs = random_values(K * M, 11, -1.0f, 1.0f);
+        std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
+        const int32_t which[2] = { 4, 1 };
+        std::memcpy(ids->data, which, sizeof(which));
+        ASSERT_EQ(wsp_ggml_graph_compute_with_ctx(c.ctx, g, 2), WSP_GGML_STATUS_SUCCESS);
+
+        std::vector<float> wf((size_t) (K * N));
+        tr->to_float(blocks.data(), wf.data(), K * N);
+        const std::vector<float> vx = get_values(x), vy = get_values(y), vr = get_values(rows);
+        std::vector<double>      ref((size_t) (N * M));
+        for (int64_t m = 0; m < M; ++m) {
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t k = 0; k < K; ++k) {
+                    ref[(size_t) (m * N + n)] += (double) wf[(size_t) (n * K + k)] * vx[(size_t) (m * K + k)];
+                }
+            }
+        }
+        all_close(vy, ref, 1e-5, 1e-4, "mul_mat against the dequantized weights");
+        for (int r = 0; r < 2; ++r) {
+            for (int64_t k = 0; k < K; ++k) {
+                ASSERT_EQ(vr[(size_t) (r * K + k)], wf[(size_t) (which[r] * K + k)]) << "get_rows row " << r;
+            }
+        }
+        std::vector<uint8_t> out(blocks.size());
+        EXPECT_EQ(wsp_ggml_quantize_chunk(type, wf.data(), out.data(), 0, N, K, nullptr), 0u);
+    }
+}
+
+} // namespace wsp::test

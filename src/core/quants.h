@@ -73,4 +73,95 @@ void dequantize_row_q5_1(const block_q5_1 * x, float * y, int64_t k);
 void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t k);
 void dequantize_row_q8_1(const block_q8_1 * x, float * y, int64_t k);
 
+// The super-block types (QK_K = 256 values a block; quants_k.cpp): their layouts and dequantizers,
+// in the client's order of operations (the file is built without FMA contraction, as quants.cpp),
+// so that every value comes out bit for bit as the client's reference dequantization gives it.
+struct block_q2_K {
+    uint8_t  scales[QK_K / 16]; // low nibble: scale, high nibble: min, of each 16 values
+    uint8_t  qs[QK_K / 4];      // 2-bit quants
+    uint16_t d;                 // fp16 super-block scale of the scales
+    uint16_t dmin;              // fp16 super-block scale of the mins
+};
+static_assert(sizeof(block_q2_K) == 84, "wrong q2_K block size");
+
+struct block_q3_K {
+    uint8_t  hmask[QK_K / 8]; // the high bit of each quant
+    uint8_t  qs[QK_K / 4];    // the low 2 bits
+    uint8_t  scales[12];      // 16 scales of 6 bits
+    uint16_t d;
+};
+static_assert(sizeof(block_q3_K) == 110, "wrong q3_K block size");
+
+struct block_q4_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t  scales[12]; // 8 scales and 8 mins of 6 bits
+    uint8_t  qs[QK_K / 2];
+};
+static_assert(sizeof(block_q4_K) == 144, "wrong q4_K block size");
+
+struct block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t  scales[12];
+    uint8_t  qh[QK_K / 8]; // the fifth bit
+    uint8_t  qs[QK_K / 2];
+};
+static_assert(sizeof(block_q5_K) == 176, "wrong q5_K block size");
+
+struct block_q6_K {
+    uint8_t  ql[QK_K / 2];      // the low 4 bits
+    uint8_t  qh[QK_K / 4];      // the high 2 bits
+    int8_t   scales[QK_K / 16]; // 8-bit scales of each 16 values
+    uint16_t d;
+};
+static_assert(sizeof(block_q6_K) == 210, "wrong q6_K block size");
+
+struct block_q8_K {
+    float   d; // an f32 scale
+    int8_t  qs[QK_K];
+    int16_t bsums[QK_K / 16]; // sums of each 16 quants
+};
+static_assert(sizeof(block_q8_K) == 292, "wrong q8_K block size");
+
+struct block_tq1_0 {
+    uint8_t  qs[(QK_K - 4 * QK_K / 64) / 5]; // 5 ternary digits a byte (base 3, scaled to 0..255)
+    uint8_t  qh[QK_K / 64];                  // 4 ternary digits a byte
+    uint16_t d;
+};
+static_assert(sizeof(block_tq1_0) == 54, "wrong tq1_0 block size");
+
+struct block_tq2_0 {
+    uint8_t  qs[QK_K / 4]; // 2 bits a value: 0, 1, 2 for -1, 0, 1
+    uint16_t d;
+};
+static_assert(sizeof(block_tq2_0) == 66, "wrong tq2_0 block size");
+
+constexpr int QK4_NL = 32;
+
+struct block_iq4_nl {
+    uint16_t d;
+    uint8_t  qs[QK4_NL / 2]; // indices into the non-linear table kvalues_iq4nl
+};
+static_assert(sizeof(block_iq4_nl) == 18, "wrong iq4_nl block size");
+
+struct block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;            // the high 2 bits of each of the 8 scales
+    uint8_t  scales_l[QK_K / 64]; // the low 4 bits
+    uint8_t  qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq4_xs) == 136, "wrong iq4_xs block size");
+
+void dequantize_row_q2_K(const block_q2_K * x, float * y, int64_t k);
+void dequantize_row_q3_K(const block_q3_K * x, float * y, int64_t k);
+void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k);
+void dequantize_row_q5_K(const block_q5_K * x, float * y, int64_t k);
+void dequantize_row_q6_K(const block_q6_K * x, float * y, int64_t k);
+void dequantize_row_q8_K(const block_q8_K * x, float * y, int64_t k);
+void dequantize_row_tq1_0(const block_tq1_0 * x, float * y, int64_t k);
+void dequantize_row_tq2_0(const block_tq2_0 * x, float * y, int64_t k);
+void dequantize_row_iq4_nl(const block_iq4_nl * x, float * y, int64_t k);
+void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t k);
+
 } // namespace wsp

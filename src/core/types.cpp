@@ -21,6 +21,11 @@ void from_float_fn(const float * x, void * y, int64_t k) {
     Fn(x, static_cast<Block *>(y), k);
 }
 
+template <typename Block, void (*Fn)(const Block *, float *, int64_t)>
+wsp_ggml_type_traits to_float_only(const char * name, int64_t block_size) {
+    return { name, block_size, 0, sizeof(Block), true, to_float_fn<Block, Fn>, nullptr };
+}
+
 void f32_to_float(const void * x, float * y, int64_t k) {
     std::memcpy(y, x, (size_t) k * sizeof(float));
 }
@@ -100,21 +105,27 @@ wsp_ggml_type_traits make_table_entry(int t) {
                      true,
                      to_float_fn<block_q8_1, dequantize_row_q8_1>,
                      from_float_fn<block_q8_1, quantize_row_q8_1_ref> };
-        // declared for model files; no converters, so every backend refuses to compute with them
-        case WSP_GGML_TYPE_Q2_K: return { "q2_K", QK_K, 0, 84, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_Q3_K: return { "q3_K", QK_K, 0, 110, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_Q4_K: return { "q4_K", QK_K, 0, 144, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_Q5_K: return { "q5_K", QK_K, 0, 176, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_Q6_K: return { "q6_K", QK_K, 0, 210, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_Q8_K: return { "q8_K", QK_K, 0, 292, true, nullptr, nullptr };
+        // the super-block types (quants_k.cpp): dequantizers, no reference quantizer yet, so a
+        // backend computes with them where it reads weights through to_float, and nothing converts
+        // to them (quantize_chunk refuses with a message)
+        case WSP_GGML_TYPE_Q2_K: return to_float_only<block_q2_K, dequantize_row_q2_K>("q2_K", QK_K);
+        case WSP_GGML_TYPE_Q3_K: return to_float_only<block_q3_K, dequantize_row_q3_K>("q3_K", QK_K);
+        case WSP_GGML_TYPE_Q4_K: return to_float_only<block_q4_K, dequantize_row_q4_K>("q4_K", QK_K);
+        case WSP_GGML_TYPE_Q5_K: return to_float_only<block_q5_K, dequantize_row_q5_K>("q5_K", QK_K);
+        case WSP_GGML_TYPE_Q6_K: return to_float_only<block_q6_K, dequantize_row_q6_K>("q6_K", QK_K);
+        case WSP_GGML_TYPE_Q8_K: return to_float_only<block_q8_K, dequantize_row_q8_K>("q8_K", QK_K);
+        case WSP_GGML_TYPE_TQ1_0: return to_float_only<block_tq1_0, dequantize_row_tq1_0>("tq1_0", QK_K);
+        case WSP_GGML_TYPE_TQ2_0: return to_float_only<block_tq2_0, dequantize_row_tq2_0>("tq2_0", QK_K);
+        case WSP_GGML_TYPE_IQ4_NL: return to_float_only<block_iq4_nl, dequantize_row_iq4_nl>("iq4_nl", QK4_NL);
+        case WSP_GGML_TYPE_IQ4_XS: return to_float_only<block_iq4_xs, dequantize_row_iq4_xs>("iq4_xs", QK_K);
+        // the i-quants of grids: declared for model files, no converters, so every backend refuses
+        // to compute with them
         case WSP_GGML_TYPE_IQ2_XXS: return { "iq2_xxs", QK_K, 0, 66, true, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ2_XS: return { "iq2_xs", QK_K, 0, 74, true, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ3_XXS: return { "iq3_xxs", QK_K, 0, 98, true, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ1_S: return { "iq1_s", QK_K, 0, 50, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ4_NL: return { "iq4_nl", 32, 0, 18, true, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ3_S: return { "iq3_s", QK_K, 0, 110, true, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ2_S: return { "iq2_s", QK_K, 0, 82, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ4_XS: return { "iq4_xs", QK_K, 0, 136, true, nullptr, nullptr };
         case WSP_GGML_TYPE_I8: return { "i8", 1, 0, 1, false, nullptr, nullptr };
         case WSP_GGML_TYPE_I16: return { "i16", 1, 0, 2, false, nullptr, nullptr };
         case WSP_GGML_TYPE_I32: return { "i32", 1, 0, 4, false, nullptr, nullptr };
@@ -122,8 +133,6 @@ wsp_ggml_type_traits make_table_entry(int t) {
         case WSP_GGML_TYPE_F64: return { "f64", 1, 0, 8, false, nullptr, nullptr };
         case WSP_GGML_TYPE_IQ1_M: return { "iq1_m", QK_K, 0, 56, true, nullptr, nullptr };
         case WSP_GGML_TYPE_BF16: return { "bf16", 1, 0, 2, false, bf16_to_float, bf16_from_float };
-        case WSP_GGML_TYPE_TQ1_0: return { "tq1_0", QK_K, 0, 54, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_TQ2_0: return { "tq2_0", QK_K, 0, 66, true, nullptr, nullptr };
         default: return removed_type;
     }
 }
