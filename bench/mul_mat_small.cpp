@@ -396,6 +396,41 @@ double max_rel_err(const Weights & ws, Shape s, int64_t m, const std::vector<flo
     return scale > 0 ? err / scale : err;
 }
 
+// the graph of one mul_mat per weight, each reading x; returns the first weight's product
+wsp_ggml_tensor * add_mul_mats(wsp_ggml_context * ctx, const Weights & ws, wsp_ggml_tensor * x, wsp_ggml_cgraph * gf) {
+    wsp_ggml_tensor * y0 = nullptr;
+    for (auto * w : ws.w) {
+        wsp_ggml_tensor * y = wsp_ggml_mul_mat(ctx, w, x);
+        y0                  = y0 ? y0 : y;
+        wsp_ggml_build_forward_expand(gf, y);
+    }
+    return y0;
+}
+
+// R timed runs of compute() (Note [probe beside the row]), after one that warms up: the best time
+// into out.seconds, the best probe pass into out.probe_gbs; false when a compute failed
+template <typename Compute>
+bool time_runs(int runs, Probe & probe, Compute compute, Timing & out) {
+    double best = 1e30;
+    for (int r = 0; r <= runs; ++r) {
+        if (r > 0) {
+            out.probe_gbs = std::max(out.probe_gbs, probe.once());
+            if (!compute()) {
+                return false;
+            }
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!compute()) {
+            return false;
+        }
+        if (r > 0) {
+            best = std::min(best, seconds_since(t0));
+        }
+    }
+    out.seconds = best;
+    return true;
+}
+
 // Note [probe beside the row]: the memory bandwidth of this VM drifts by 2x over minutes, so a
 // fraction against one probe at the start compares figures of different moments (0.7 to 1.3 for
 // the same kernel). Each timed compute is preceded by a probe pass and an untimed compute (the
@@ -407,38 +442,22 @@ Timing time_batch(wsp_ggml_backend_t backend, const Weights & ws, Shape s, int64
     wsp_ggml_init_params ip      = {
              wsp_ggml_tensor_overhead() * (g_nodes + 2) + wsp_ggml_graph_overhead_custom(gsize, false), nullptr, true
     };
-    wsp_ggml_context * ctx = wsp_ggml_init(ip);
-    wsp_ggml_tensor *  x   = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, s.k, m);
-    wsp_ggml_cgraph *  gf  = wsp_ggml_new_graph_custom(ctx, gsize, false);
-    wsp_ggml_tensor *  y0  = nullptr;
-    for (auto * w : ws.w) {
-        wsp_ggml_tensor * y = wsp_ggml_mul_mat(ctx, w, x);
-        y0                  = y0 ? y0 : y;
-        wsp_ggml_build_forward_expand(gf, y);
-    }
+    wsp_ggml_context *        ctx = wsp_ggml_init(ip);
+    wsp_ggml_tensor *         x   = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, s.k, m);
+    wsp_ggml_cgraph *         gf  = wsp_ggml_new_graph_custom(ctx, gsize, false);
+    wsp_ggml_tensor *         y0  = add_mul_mats(ctx, ws, x, gf);
     wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_alloc_ctx_tensors(ctx, backend);
     Timing                    out;
     if (buf) {
         const std::vector<float> xs = random_floats(size_t(s.k * m), 99);
         wsp_ggml_backend_tensor_set(x, xs.data(), 0, xs.size() * sizeof(float));
-        double best = 1e30;
-        bool   ok   = true;
-        for (int r = 0; ok && r <= runs; ++r) { // the first one warms up
-            if (r > 0) {
-                out.probe_gbs = std::max(out.probe_gbs, probe.once());
-                ok            = wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS;
-            }
-            const auto t0 = std::chrono::steady_clock::now();
-            ok            = ok && wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS;
-            if (r > 0) {
-                best = std::min(best, seconds_since(t0));
-            }
-        }
-        if (ok) {
+        auto compute = [&] { return wsp_ggml_backend_graph_compute(backend, gf) == WSP_GGML_STATUS_SUCCESS; };
+        if (!time_runs(runs, probe, compute, out)) {
+            out.seconds = -1;
+        } else {
             std::vector<float> y(size_t(s.n * m));
             wsp_ggml_backend_tensor_get(y0, y.data(), 0, y.size() * sizeof(float));
-            out.seconds = best;
-            out.err     = max_rel_err(ws, s, m, xs, y);
+            out.err = max_rel_err(ws, s, m, xs, y);
         }
         wsp_ggml_backend_buffer_free(buf);
     }
@@ -454,41 +473,25 @@ Timing time_legacy(const Weights & ws, Shape s, int64_t m, int runs, int threads
     const size_t gsize   = std::max<size_t>(64, 2 * g_nodes + 16);
     const size_t outputs = size_t(s.n * m) * g_nodes * sizeof(float) + g_nodes * 64;
     // one work buffer per compute: the plan's size, taken 2 * runs + 1 times, and room for the plan
-    const size_t         work = (size_t(s.k * m) * 4 + size_t(threads) * 64 + 4096) * size_t(2 * runs + 2);
-    wsp_ggml_init_params ip   = { wsp_ggml_tensor_overhead() * (g_nodes + 2) +
-                                      wsp_ggml_graph_overhead_custom(gsize, false) + size_t(s.k * m) * 4 + outputs +
-                                      work + (1 << 20),
-                                  nullptr, false };
-    wsp_ggml_context *   ctx  = wsp_ggml_init(ip);
-    wsp_ggml_tensor *    x    = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, s.k, m);
-    wsp_ggml_cgraph *    gf   = wsp_ggml_new_graph_custom(ctx, gsize, false);
-    wsp_ggml_tensor *    y0   = nullptr;
-    for (auto * w : ws.w) {
-        wsp_ggml_tensor * y = wsp_ggml_mul_mat(ctx, w, x);
-        y0                  = y0 ? y0 : y;
-        wsp_ggml_build_forward_expand(gf, y);
-    }
-    const std::vector<float> xs = random_floats(size_t(s.k * m), 99);
+    const size_t             work = (size_t(s.k * m) * 4 + size_t(threads) * 64 + 4096) * size_t(2 * runs + 2);
+    wsp_ggml_init_params     ip   = { wsp_ggml_tensor_overhead() * (g_nodes + 2) +
+                                          wsp_ggml_graph_overhead_custom(gsize, false) + size_t(s.k * m) * 4 + outputs +
+                                          work + (1 << 20),
+                                      nullptr, false };
+    wsp_ggml_context *       ctx  = wsp_ggml_init(ip);
+    wsp_ggml_tensor *        x    = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, s.k, m);
+    wsp_ggml_cgraph *        gf   = wsp_ggml_new_graph_custom(ctx, gsize, false);
+    wsp_ggml_tensor *        y0   = add_mul_mats(ctx, ws, x, gf);
+    const std::vector<float> xs   = random_floats(size_t(s.k * m), 99);
     std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
     Timing out;
-    double best = 1e30;
-    bool   ok   = true;
-    for (int r = 0; ok && r <= runs; ++r) { // the first one warms up
-        if (r > 0) {
-            out.probe_gbs = std::max(out.probe_gbs, probe.once());
-            ok            = wsp_ggml_graph_compute_with_ctx(ctx, gf, threads) == WSP_GGML_STATUS_SUCCESS;
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        ok            = ok && wsp_ggml_graph_compute_with_ctx(ctx, gf, threads) == WSP_GGML_STATUS_SUCCESS;
-        if (r > 0) {
-            best = std::min(best, seconds_since(t0));
-        }
-    }
-    if (ok) {
+    auto   compute = [&] { return wsp_ggml_graph_compute_with_ctx(ctx, gf, threads) == WSP_GGML_STATUS_SUCCESS; };
+    if (!time_runs(runs, probe, compute, out)) {
+        out.seconds = -1;
+    } else {
         std::vector<float> y(size_t(s.n * m));
         std::memcpy(y.data(), y0->data, y.size() * sizeof(float));
-        out.seconds = best;
-        out.err     = max_rel_err(ws, s, m, xs, y);
+        out.err = max_rel_err(ws, s, m, xs, y);
     }
     wsp_ggml_free(ctx);
     return out;

@@ -16,6 +16,20 @@
 
 using namespace wsp::model;
 
+namespace {
+
+// whisper's layout at a few kilobytes of weights (the vocab's embedding apart)
+WhisperFileConfig small_config() {
+    WhisperFileConfig cfg;
+    cfg.n_audio_state = cfg.n_text_state = 32;
+    cfg.n_audio_head = cfg.n_text_head = 2;
+    cfg.n_audio_layer = cfg.n_text_layer = 1;
+    cfg.n_audio_ctx = cfg.n_text_ctx = 16;
+    return cfg;
+}
+
+} // namespace
+
 TEST(HfCheckpoint, NamesAreTransformers) {
     const std::pair<const char *, const char *> cases[] = {
         { "encoder.positional_embedding", "model.encoder.embed_positions.weight" },
@@ -67,12 +81,8 @@ TEST(HfCheckpoint, ByteLevelAlphabetRoundTrips) {
 }
 
 TEST(HfCheckpoint, ConvertsWhatItWroteAndRefusesAHeaderPastTheEnd) {
-    WhisperFileConfig cfg;
-    cfg.n_audio_state = cfg.n_text_state = 32;
-    cfg.n_audio_head = cfg.n_text_head = 2;
-    cfg.n_audio_layer = cfg.n_text_layer = 1;
-    cfg.n_audio_ctx = cfg.n_text_ctx = 16;
-    const std::string dir            = testing::TempDir() + "hf-checkpoint-test";
+    WhisperFileConfig cfg = small_config();
+    const std::string dir = testing::TempDir() + "hf-checkpoint-test";
     std::string       error;
     ASSERT_TRUE(write_hf_checkpoint(cfg, dir, WSP_GGML_TYPE_F32, &error)) << error;
 
@@ -142,13 +152,9 @@ std::map<std::string, std::pair<int32_t, std::string>> read_records(const std::s
 // An F16 checkpoint (as large-v3's is): every value converted is write-model's value rounded to
 // F16 and back, whatever the file's type of the tensor
 TEST(HfCheckpoint, F16CheckpointGivesTheRoundedValues) {
-    WhisperFileConfig cfg;
-    cfg.n_audio_state = cfg.n_text_state = 32;
-    cfg.n_audio_head = cfg.n_text_head = 2;
-    cfg.n_audio_layer = cfg.n_text_layer = 1;
-    cfg.n_audio_ctx = cfg.n_text_ctx = 16;
-    cfg.wtype                        = WSP_GGML_TYPE_F32;
-    const std::string dir            = testing::TempDir() + "hf-checkpoint-f16";
+    WhisperFileConfig cfg = small_config();
+    cfg.wtype             = WSP_GGML_TYPE_F32;
+    const std::string dir = testing::TempDir() + "hf-checkpoint-f16";
     std::string       error;
     ASSERT_TRUE(write_hf_checkpoint(cfg, dir, WSP_GGML_TYPE_F16, &error)) << error;
     const std::string out = dir + "/converted-f32.bin";

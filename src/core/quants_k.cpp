@@ -87,56 +87,42 @@ void dequantize_row_q3_K(const block_q3_K * x, float * y, int64_t k) {
     }
 }
 
-void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k) {
+namespace {
+
+// Q4_K and Q5_K: 8 groups of 32 values, group g scaled by d times its 6-bit scale and lowered by
+// dmin times its 6-bit min; quant(block, g, l) is value l of group g as an integer
+template <typename Block, typename Quant>
+void dequantize_scaled_groups(const Block * x, float * y, int64_t k, Quant quant) {
     for (int64_t i = 0; i < k / QK_K; ++i) {
-        const uint8_t * q   = x[i].qs;
-        const float     d   = fp16_to_fp32(x[i].d);
-        const float     min = fp16_to_fp32(x[i].dmin);
-        int             is  = 0;
-        for (int j = 0; j < QK_K; j += 64) {
+        const float d   = fp16_to_fp32(x[i].d);
+        const float min = fp16_to_fp32(x[i].dmin);
+        for (int g = 0; g < QK_K / 32; ++g) {
             uint8_t sc, m;
-            scale_min_k4(is + 0, x[i].scales, sc, m);
-            const float d1 = d * sc, m1 = min * m;
-            scale_min_k4(is + 1, x[i].scales, sc, m);
-            const float d2 = d * sc, m2 = min * m;
+            scale_min_k4(g, x[i].scales, sc, m);
+            const float dg = d * sc, mg = min * m;
             for (int l = 0; l < 32; ++l) {
-                *y++ = d1 * (q[l] & 0xF) - m1;
+                *y++ = dg * quant(x[i], g, l) - mg;
             }
-            for (int l = 0; l < 32; ++l) {
-                *y++ = d2 * (q[l] >> 4) - m2;
-            }
-            q += 32;
-            is += 2;
         }
     }
 }
 
+// the low 4 bits of value l of group g: groups 2j and 2j + 1 share bytes 32j.., low and high nibbles
+inline int nibble(const uint8_t * qs, int g, int l) {
+    const uint8_t b = qs[32 * (g / 2) + l];
+    return g % 2 == 0 ? (b & 0xF) : (b >> 4);
+}
+
+} // namespace
+
+void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k) {
+    dequantize_scaled_groups(x, y, k, [](const block_q4_K & b, int g, int l) { return nibble(b.qs, g, l); });
+}
+
 void dequantize_row_q5_K(const block_q5_K * x, float * y, int64_t k) {
-    for (int64_t i = 0; i < k / QK_K; ++i) {
-        const uint8_t * ql  = x[i].qs;
-        const uint8_t * qh  = x[i].qh;
-        const float     d   = fp16_to_fp32(x[i].d);
-        const float     min = fp16_to_fp32(x[i].dmin);
-        int             is  = 0;
-        uint8_t         u1 = 1, u2 = 2;
-        for (int j = 0; j < QK_K; j += 64) {
-            uint8_t sc, m;
-            scale_min_k4(is + 0, x[i].scales, sc, m);
-            const float d1 = d * sc, m1 = min * m;
-            scale_min_k4(is + 1, x[i].scales, sc, m);
-            const float d2 = d * sc, m2 = min * m;
-            for (int l = 0; l < 32; ++l) {
-                *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            }
-            for (int l = 0; l < 32; ++l) {
-                *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-            }
-            ql += 32;
-            is += 2;
-            u1 <<= 2;
-            u2 <<= 2;
-        }
-    }
+    // the fifth bit of value l of group g is bit g of qh[l]
+    dequantize_scaled_groups(
+        x, y, k, [](const block_q5_K & b, int g, int l) { return nibble(b.qs, g, l) + ((b.qh[l] >> g) & 1 ? 16 : 0); });
 }
 
 void dequantize_row_q6_K(const block_q6_K * x, float * y, int64_t k) {
