@@ -258,8 +258,8 @@ std::shared_ptr<BoundGraph> bind(Device & dev, const Stream & stream, const wsp_
     return bg;
 }
 
-// WSP_GGML_SIM_FAULT_CORRUPT: the first value of the graph's last F32 result becomes -2x - 1 (never
-// x itself, NaN stays NaN), as a device with a silent fault would leave it
+// WSP_GGML_SIM_FAULT_CORRUPT: the first value of the graph's last F32 result becomes -2x - 1 (x
+// itself only near -1/3; NaN stays NaN), as a device with a silent fault would leave it
 void corrupt_last_result(BoundGraph & bg) {
     for (auto it = bg.nodes.rbegin(); it != bg.nodes.rend(); ++it) {
         wsp_ggml_tensor * node = *it;

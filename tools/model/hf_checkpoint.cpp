@@ -32,7 +32,7 @@ void set_error(std::string * error, const std::string & message) {
     }
 }
 
-// the file name of a path, for messages
+// dir/file
 std::string in_dir(const std::string & dir, const char * file) {
     return dir + "/" + file;
 }
