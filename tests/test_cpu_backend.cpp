@@ -177,9 +177,9 @@ TEST(CpuBackend, SupportsOp) {
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q8_0)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q5_1, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
-    // K-quant weights are read through their dequantizer; nothing converts to them (no quantizer)
+    // K-quant weights are read through their dequantizer; CPY converts to them by the reference quantizer
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_Q4_K, 256, 8), x)));
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q6_K)));
+    EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q6_K)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q2_K, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
     // the i-quants of grids have no dequantizer: declared for model files, not computed

@@ -272,16 +272,16 @@ TEST(Graph, LogSetNullRestoresStderr) {
         &sink);
     std::vector<uint8_t> dst(64);
     const float          x[32] = {};
-    EXPECT_EQ(wsp_ggml_quantize_chunk(WSP_GGML_TYPE_Q4_K, x, dst.data(), 0, 1, 32, nullptr), 0u);
+    EXPECT_EQ(wsp_ggml_quantize_chunk(WSP_GGML_TYPE_IQ3_S, x, dst.data(), 0, 1, 32, nullptr), 0u);
     EXPECT_EQ(sink.calls, 1);
-    EXPECT_NE(sink.last.find("q4_K"), std::string::npos);
+    EXPECT_NE(sink.last.find("iq3_s"), std::string::npos);
 
     wsp_ggml_log_set(nullptr, nullptr);
     ::testing::internal::CaptureStderr();
-    EXPECT_EQ(wsp_ggml_quantize_chunk(WSP_GGML_TYPE_Q6_K, x, dst.data(), 0, 1, 32, nullptr), 0u);
+    EXPECT_EQ(wsp_ggml_quantize_chunk(WSP_GGML_TYPE_IQ2_S, x, dst.data(), 0, 1, 32, nullptr), 0u);
     const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(sink.calls, 1); // the old callback is no longer called
-    EXPECT_NE(err.find("q6_K"), std::string::npos) << err;
+    EXPECT_NE(err.find("iq2_s"), std::string::npos) << err;
 }
 
 } // namespace

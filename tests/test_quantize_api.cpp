@@ -174,12 +174,12 @@ TEST(QuantizeApi, BadArgumentsWriteNothingAndSaySo) {
     // not whole blocks, start not at a row, a type we cannot write, a negative row count
     EXPECT_EQ(wsp_ggml_wsp_quantize_chunk(WSP_GGML_TYPE_Q4_0, x.data(), dst.data(), 0, 1, 48, nullptr), 0u);
     EXPECT_EQ(wsp_ggml_wsp_quantize_chunk(WSP_GGML_TYPE_Q8_0, x.data(), dst.data(), 32, 1, 64, nullptr), 0u);
-    EXPECT_EQ(wsp_ggml_wsp_quantize_chunk(WSP_GGML_TYPE_Q4_K, x.data(), dst.data(), 0, 1, 256, nullptr), 0u);
+    EXPECT_EQ(wsp_ggml_wsp_quantize_chunk(WSP_GGML_TYPE_IQ3_S, x.data(), dst.data(), 0, 1, 256, nullptr), 0u);
     EXPECT_EQ(wsp_ggml_wsp_quantize_chunk(WSP_GGML_TYPE_Q8_0, x.data(), dst.data(), 0, -1, 32, nullptr), 0u);
     EXPECT_EQ(wsp_ggml_wsp_quantize_chunk((wsp_ggml_type) 63, x.data(), dst.data(), 0, 1, 32, nullptr), 0u);
     EXPECT_EQ(dst, Bytes(1024, 0xee));
     EXPECT_TRUE(log.contains("block size 32"));
-    EXPECT_TRUE(log.contains("q4_K is not supported"));
+    EXPECT_TRUE(log.contains("iq3_s is not supported"));
     EXPECT_GE(log.count(WSP_GGML_LOG_LEVEL_ERROR), 5);
 }
 

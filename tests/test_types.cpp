@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -130,6 +131,30 @@ TEST(TypeTraits, ConvertersExistForTheComputeTypes) {
         EXPECT_NE(wsp_ggml_get_type_traits(t)->to_float, nullptr) << wsp_ggml_type_name(t);
         EXPECT_NE(wsp_ggml_get_type_traits(t)->from_float_ref, nullptr) << wsp_ggml_type_name(t);
     }
+}
+
+// Every type converts both ways, except the ones documented storage-only (types.cpp): the i-quants
+// of grids (no converters yet) and the integer and f64 types (none in the client's either)
+TEST(TypeTraits, EveryTypeConvertsOrIsStorageOnly) {
+    const std::vector<wsp_ggml_type> storage_only = {
+        WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ3_XXS, WSP_GGML_TYPE_IQ1_S,
+        WSP_GGML_TYPE_IQ3_S,   WSP_GGML_TYPE_IQ2_S,  WSP_GGML_TYPE_IQ1_M,   WSP_GGML_TYPE_I8,
+        WSP_GGML_TYPE_I16,     WSP_GGML_TYPE_I32,    WSP_GGML_TYPE_I64,     WSP_GGML_TYPE_F64,
+    };
+    int converting = 0;
+    for (int id = 0; id < WSP_GGML_TYPE_COUNT; ++id) {
+        const wsp_ggml_type t = (wsp_ggml_type) id;
+        if (wsp_ggml_blck_size(t) == 0) {
+            continue; // removed ids
+        }
+        SCOPED_TRACE(wsp_ggml_type_name(t));
+        const auto * tr      = wsp_ggml_get_type_traits(t);
+        const bool   storage = std::find(storage_only.begin(), storage_only.end(), t) != storage_only.end();
+        EXPECT_EQ(tr->to_float == nullptr, storage);
+        EXPECT_EQ(tr->from_float_ref == nullptr, storage);
+        converting += storage ? 0 : 1;
+    }
+    EXPECT_EQ(converting, 19); // f32, f16, bf16, 6 legacy quants, 5 K-quants, q8_K, 2 ternary, 2 iq4
 }
 
 TEST(TypeTraits, RowSizeCountsWholeBlocks) {

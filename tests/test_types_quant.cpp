@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 namespace wsp::test {
 namespace {
@@ -358,7 +360,7 @@ TEST(QuantizeChunk, RefusesTypesItCannotProduce) {
     const std::vector<float> x = random_values(512, 8);
     std::vector<uint8_t>     dst(4096, 0x5a);
     for (wsp_ggml_type t :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_Q8_1, WSP_GGML_TYPE_I32 }) {
+         { WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_M, WSP_GGML_TYPE_Q8_1, WSP_GGML_TYPE_I32 }) {
         LogCapture log;
         EXPECT_EQ(wsp_ggml_quantize_chunk(t, x.data(), dst.data(), 0, 2, 256, nullptr), 0u) << wsp_ggml_type_name(t);
         EXPECT_TRUE(log.contains("not supported")) << log.text();
@@ -395,7 +397,7 @@ struct OwnedCtx {
     wsp_ggml_context * ctx;
 };
 
-// seeded random blocks of a super-block type with finite scales (the fields dequant_dump sets)
+// seeded random blocks of a super-block type with finite scales (the fields type_dump sets)
 std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_t seed) {
     const size_t         bs = wsp_ggml_type_size(type);
     std::vector<uint8_t> b(bs * (size_t) n_blocks);
@@ -426,9 +428,8 @@ std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_
 
 } // namespace
 
-// The super-block types have a dequantizer (bit for bit the client's: Types.DequantizeAsTheClient)
-// and no quantizer: the CPU backend computes MUL_MAT and GET_ROWS with such weights through it,
-// and nothing converts to them
+// The super-block types have a dequantizer and a reference quantizer (both bit for bit the client's:
+// Types.ConvertAsTheClient): the CPU backend computes MUL_MAT and GET_ROWS with such weights
 TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
     for (wsp_ggml_type type :
          { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
@@ -436,7 +437,7 @@ TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
         SCOPED_TRACE(wsp_ggml_type_name(type));
         const auto * tr = wsp_ggml_get_type_traits(type);
         ASSERT_NE(tr->to_float, nullptr);
-        EXPECT_EQ(tr->from_float_ref, nullptr);
+        EXPECT_NE(tr->from_float_ref, nullptr);
         const int64_t     K = 512, N = 6, M = 3;
         OwnedCtx          c(1 << 22);
         wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
@@ -472,8 +473,107 @@ TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
                 ASSERT_EQ(vr[(size_t) (r * K + k)], wf[(size_t) (which[r] * K + k)]) << "get_rows row " << r;
             }
         }
-        std::vector<uint8_t> out(blocks.size());
-        EXPECT_EQ(wsp_ggml_quantize_chunk(type, wf.data(), out.data(), 0, N, K, nullptr), 0u);
+    }
+}
+
+// the root mean square of x - y over that of x
+double relative_rms_error(const std::vector<float> & x, const std::vector<float> & y) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        num += ((double) x[i] - y[i]) * ((double) x[i] - y[i]);
+        den += (double) x[i] * x[i];
+    }
+    return std::sqrt(num / den);
+}
+
+std::vector<float> gaussian_values(size_t n, uint32_t seed) {
+    std::mt19937                    rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.02f); // a weight matrix's spread
+    std::vector<float>              v(n);
+    for (float & x : v) {
+        x = normal(rng);
+    }
+    return v;
+}
+
+// Each quantizer's round trip stays within its type's error on gaussian weights (the bounds are a
+// little above what the client's reference gives, and each K-quant bit halves the error), an
+// all-zero block comes back zero, and quantize_chunk writes the reference's bytes, except IQ4_NL's,
+// which (as the client's) tries 15 more scales a block and so comes out at least as close
+TEST(SuperBlockTypes, QuantizersRoundTripWithinTheirTypesError) {
+    struct Bound {
+        wsp_ggml_type type;
+        double        max_error;
+    };
+    const Bound bounds[] = {
+        { WSP_GGML_TYPE_Q2_K, 0.36 },   { WSP_GGML_TYPE_Q3_K, 0.18 },  { WSP_GGML_TYPE_Q4_K, 0.09 },
+        { WSP_GGML_TYPE_Q5_K, 0.045 },  { WSP_GGML_TYPE_Q6_K, 0.022 }, { WSP_GGML_TYPE_Q8_K, 0.008 },
+        { WSP_GGML_TYPE_TQ1_0, 0.85 },  { WSP_GGML_TYPE_TQ2_0, 0.85 }, { WSP_GGML_TYPE_IQ4_NL, 0.09 },
+        { WSP_GGML_TYPE_IQ4_XS, 0.09 },
+    };
+    const int64_t            n_per_row = 1024, rows = 8;
+    const std::vector<float> x        = gaussian_values((size_t) (n_per_row * rows), 5);
+    double                   previous = 1.0;
+    for (const Bound & b : bounds) {
+        SCOPED_TRACE(wsp_ggml_type_name(b.type));
+        const auto *         tr = wsp_ggml_get_type_traits(b.type);
+        std::vector<uint8_t> q(wsp_ggml_row_size(b.type, n_per_row) * rows);
+        tr->from_float_ref(x.data(), q.data(), (int64_t) x.size());
+        std::vector<float> y(x.size());
+        tr->to_float(q.data(), y.data(), (int64_t) y.size());
+        const double error = relative_rms_error(x, y);
+        std::printf("%-7s relative RMS error %.4f (bound %.4f)\n", wsp_ggml_type_name(b.type), error, b.max_error);
+        EXPECT_LT(error, b.max_error);
+        if (b.type <= WSP_GGML_TYPE_Q8_K) { // the K-quants in order of bits: each one closer
+            EXPECT_LT(error, previous);
+            previous = error;
+        }
+
+        std::vector<uint8_t> chunk(q.size());
+        ASSERT_EQ(wsp_ggml_quantize_chunk(b.type, x.data(), chunk.data(), 0, rows, n_per_row, nullptr),
+                  b.type == WSP_GGML_TYPE_Q8_K ? q.size() : chunk.size());
+        if (b.type == WSP_GGML_TYPE_IQ4_NL) {
+            std::vector<float> yc(x.size());
+            tr->to_float(chunk.data(), yc.data(), (int64_t) yc.size());
+            EXPECT_LE(relative_rms_error(x, yc), error);
+            EXPECT_NE(chunk, q); // the further scales found a closer fit somewhere
+        } else {
+            EXPECT_EQ(chunk, q);
+        }
+
+        const std::vector<float> zeros((size_t) n_per_row, 0.0f);
+        tr->from_float_ref(zeros.data(), q.data(), n_per_row);
+        tr->to_float(q.data(), y.data(), n_per_row);
+        for (int64_t i = 0; i < n_per_row; ++i) {
+            ASSERT_EQ(y[(size_t) i], 0.0f) << i;
+        }
+    }
+}
+
+// CPY from f32 to a super-block type is the reference quantizer, row by row (into a strided
+// destination), and back from it the dequantizer
+TEST(SuperBlockTypes, CopyConvertsAsTheTraits) {
+    for (wsp_ggml_type type : { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q6_K, WSP_GGML_TYPE_IQ4_XS }) {
+        SCOPED_TRACE(wsp_ggml_type_name(type));
+        const int64_t     K = 512, N = 3;
+        OwnedCtx          c(1 << 22);
+        wsp_ggml_tensor * src  = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, N);
+        wsp_ggml_tensor * q    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
+        wsp_ggml_tensor * back = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, N);
+        wsp_ggml_cgraph * g    = wsp_ggml_new_graph(c.ctx);
+        wsp_ggml_build_forward_expand(g, wsp_ggml_cpy(c.ctx, src, q));
+        wsp_ggml_build_forward_expand(g, wsp_ggml_cpy(c.ctx, q, back));
+        const std::vector<float> xs = gaussian_values((size_t) (K * N), 9);
+        std::memcpy(src->data, xs.data(), xs.size() * sizeof(float));
+        ASSERT_EQ(wsp_ggml_graph_compute_with_ctx(c.ctx, g, 2), WSP_GGML_STATUS_SUCCESS);
+
+        const auto *         tr = wsp_ggml_get_type_traits(type);
+        std::vector<uint8_t> ref(wsp_ggml_nbytes(q));
+        tr->from_float_ref(xs.data(), ref.data(), K * N);
+        EXPECT_EQ(std::memcmp(q->data, ref.data(), ref.size()), 0);
+        std::vector<float> y((size_t) (K * N));
+        tr->to_float(ref.data(), y.data(), K * N);
+        EXPECT_EQ(get_values(back), y);
     }
 }
 

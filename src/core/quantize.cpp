@@ -32,12 +32,23 @@ bool quantizable(enum wsp_ggml_type type) {
         case WSP_GGML_TYPE_Q4_1:
         case WSP_GGML_TYPE_Q5_0:
         case WSP_GGML_TYPE_Q5_1:
-        case WSP_GGML_TYPE_Q8_0: return true;
+        case WSP_GGML_TYPE_Q8_0:
+        case WSP_GGML_TYPE_Q2_K:
+        case WSP_GGML_TYPE_Q3_K:
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K:
+        case WSP_GGML_TYPE_Q6_K:
+        case WSP_GGML_TYPE_Q8_K:
+        case WSP_GGML_TYPE_TQ1_0:
+        case WSP_GGML_TYPE_TQ2_0:
+        case WSP_GGML_TYPE_IQ4_NL:
+        case WSP_GGML_TYPE_IQ4_XS: return true;
         default: return false;
     }
 }
 
-constexpr const char * QUANTIZABLE = "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0";
+constexpr const char * QUANTIZABLE =
+    "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, tq1_0, tq2_0, iq4_nl, iq4_xs";
 
 //
 // validate_row_data
@@ -239,8 +250,13 @@ size_t wsp_ggml_quantize_chunk(enum wsp_ggml_type type, const float * src, void 
                      "reference rounding, as without one\n",
                      wsp_ggml_type_name(type));
     }
-    // the reference converter: the rows are contiguous, so all of them at once
-    wsp_ggml_get_type_traits(type)->from_float_ref(in, out, nrows * n_per_row);
+    // the reference converter: the rows are contiguous, so all of them at once. IQ4_NL is the one
+    // type the client quantizes here otherwise than its reference does: 15 more scales tried a block
+    if (type == WSP_GGML_TYPE_IQ4_NL) {
+        quantize_row_iq4_nl(in, reinterpret_cast<block_iq4_nl *>(out), nrows * n_per_row, 7);
+    } else {
+        wsp_ggml_get_type_traits(type)->from_float_ref(in, out, nrows * n_per_row);
+    }
     return (size_t) nrows * row_size;
 }
 

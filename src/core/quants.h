@@ -153,6 +153,23 @@ struct block_iq4_xs {
 };
 static_assert(sizeof(block_iq4_xs) == 136, "wrong iq4_xs block size");
 
+// the 6-bit scale and min j (0..7) of a Q4_K / Q5_K block: j < 4 in the low 6 bits of bytes j and
+// j + 4; the others' low 4 bits in byte j + 4, their high 2 bits in the top bits of bytes j - 4, j
+inline void scale_min_k4(int j, const uint8_t * q, uint8_t & d, uint8_t & m) {
+    if (j < 4) {
+        d = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        m = (uint8_t) ((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+// IQ4_NL's and IQ4_XS's 16 levels
+inline constexpr int8_t kvalues_iq4nl[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
+};
+
 void dequantize_row_q2_K(const block_q2_K * x, float * y, int64_t k);
 void dequantize_row_q3_K(const block_q3_K * x, float * y, int64_t k);
 void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k);
@@ -163,5 +180,20 @@ void dequantize_row_tq1_0(const block_tq1_0 * x, float * y, int64_t k);
 void dequantize_row_tq2_0(const block_tq2_0 * x, float * y, int64_t k);
 void dequantize_row_iq4_nl(const block_iq4_nl * x, float * y, int64_t k);
 void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t k);
+
+// Their reference quantizers (quantize_k.cpp), bit for bit the client's reference quantization
+// (from_float_ref of its type traits). IQ4_NL's reference tries no scales beyond its first fit;
+// wsp_ggml_quantize_chunk, as the client's, quantizes IQ4_NL with ntry = 7 (15 more).
+void quantize_row_q2_K_ref(const float * x, block_q2_K * y, int64_t k);
+void quantize_row_q3_K_ref(const float * x, block_q3_K * y, int64_t k);
+void quantize_row_q4_K_ref(const float * x, block_q4_K * y, int64_t k);
+void quantize_row_q5_K_ref(const float * x, block_q5_K * y, int64_t k);
+void quantize_row_q6_K_ref(const float * x, block_q6_K * y, int64_t k);
+void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t k);
+void quantize_row_tq1_0_ref(const float * x, block_tq1_0 * y, int64_t k);
+void quantize_row_tq2_0_ref(const float * x, block_tq2_0 * y, int64_t k);
+void quantize_row_iq4_nl_ref(const float * x, block_iq4_nl * y, int64_t k);
+void quantize_row_iq4_nl(const float * x, block_iq4_nl * y, int64_t k, int ntry);
+void quantize_row_iq4_xs_ref(const float * x, block_iq4_xs * y, int64_t k);
 
 } // namespace wsp

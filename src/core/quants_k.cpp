@@ -9,25 +9,6 @@
 
 namespace wsp {
 
-namespace {
-
-// the 6-bit scale and min j (0..7) of a Q4_K / Q5_K block: j < 4 in the low 6 bits of bytes j and
-// j + 4; the others' low 4 bits in byte j + 4, their high 2 bits in the top bits of bytes j - 4, j
-void scale_min_k4(int j, const uint8_t * q, uint8_t & d, uint8_t & m) {
-    if (j < 4) {
-        d = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-    }
-}
-
-// IQ4_NL's and IQ4_XS's 16 levels
-constexpr int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-
-} // namespace
-
 void dequantize_row_q2_K(const block_q2_K * x, float * y, int64_t k) {
     for (int64_t i = 0; i < k / QK_K; ++i) {
         const float     d   = fp16_to_fp32(x[i].d);

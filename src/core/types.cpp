@@ -21,9 +21,9 @@ void from_float_fn(const float * x, void * y, int64_t k) {
     Fn(x, static_cast<Block *>(y), k);
 }
 
-template <typename Block, void (*Fn)(const Block *, float *, int64_t)>
-wsp_ggml_type_traits to_float_only(const char * name, int64_t block_size) {
-    return { name, block_size, 0, sizeof(Block), true, to_float_fn<Block, Fn>, nullptr };
+template <typename Block, void (*To)(const Block *, float *, int64_t), void (*From)(const float *, Block *, int64_t)>
+wsp_ggml_type_traits converters(const char * name, int64_t block_size) {
+    return { name, block_size, 0, sizeof(Block), true, to_float_fn<Block, To>, from_float_fn<Block, From> };
 }
 
 void f32_to_float(const void * x, float * y, int64_t k) {
@@ -105,19 +105,27 @@ wsp_ggml_type_traits make_table_entry(int t) {
                      true,
                      to_float_fn<block_q8_1, dequantize_row_q8_1>,
                      from_float_fn<block_q8_1, quantize_row_q8_1_ref> };
-        // the super-block types (quants_k.cpp): dequantizers, no reference quantizer yet, so a
-        // backend computes with them where it reads weights through to_float, and nothing converts
-        // to them (quantize_chunk refuses with a message)
-        case WSP_GGML_TYPE_Q2_K: return to_float_only<block_q2_K, dequantize_row_q2_K>("q2_K", QK_K);
-        case WSP_GGML_TYPE_Q3_K: return to_float_only<block_q3_K, dequantize_row_q3_K>("q3_K", QK_K);
-        case WSP_GGML_TYPE_Q4_K: return to_float_only<block_q4_K, dequantize_row_q4_K>("q4_K", QK_K);
-        case WSP_GGML_TYPE_Q5_K: return to_float_only<block_q5_K, dequantize_row_q5_K>("q5_K", QK_K);
-        case WSP_GGML_TYPE_Q6_K: return to_float_only<block_q6_K, dequantize_row_q6_K>("q6_K", QK_K);
-        case WSP_GGML_TYPE_Q8_K: return to_float_only<block_q8_K, dequantize_row_q8_K>("q8_K", QK_K);
-        case WSP_GGML_TYPE_TQ1_0: return to_float_only<block_tq1_0, dequantize_row_tq1_0>("tq1_0", QK_K);
-        case WSP_GGML_TYPE_TQ2_0: return to_float_only<block_tq2_0, dequantize_row_tq2_0>("tq2_0", QK_K);
-        case WSP_GGML_TYPE_IQ4_NL: return to_float_only<block_iq4_nl, dequantize_row_iq4_nl>("iq4_nl", QK4_NL);
-        case WSP_GGML_TYPE_IQ4_XS: return to_float_only<block_iq4_xs, dequantize_row_iq4_xs>("iq4_xs", QK_K);
+        // the super-block types: dequantizers (quants_k.cpp) and reference quantizers (quantize_k.cpp)
+        case WSP_GGML_TYPE_Q2_K:
+            return converters<block_q2_K, dequantize_row_q2_K, quantize_row_q2_K_ref>("q2_K", QK_K);
+        case WSP_GGML_TYPE_Q3_K:
+            return converters<block_q3_K, dequantize_row_q3_K, quantize_row_q3_K_ref>("q3_K", QK_K);
+        case WSP_GGML_TYPE_Q4_K:
+            return converters<block_q4_K, dequantize_row_q4_K, quantize_row_q4_K_ref>("q4_K", QK_K);
+        case WSP_GGML_TYPE_Q5_K:
+            return converters<block_q5_K, dequantize_row_q5_K, quantize_row_q5_K_ref>("q5_K", QK_K);
+        case WSP_GGML_TYPE_Q6_K:
+            return converters<block_q6_K, dequantize_row_q6_K, quantize_row_q6_K_ref>("q6_K", QK_K);
+        case WSP_GGML_TYPE_Q8_K:
+            return converters<block_q8_K, dequantize_row_q8_K, quantize_row_q8_K_ref>("q8_K", QK_K);
+        case WSP_GGML_TYPE_TQ1_0:
+            return converters<block_tq1_0, dequantize_row_tq1_0, quantize_row_tq1_0_ref>("tq1_0", QK_K);
+        case WSP_GGML_TYPE_TQ2_0:
+            return converters<block_tq2_0, dequantize_row_tq2_0, quantize_row_tq2_0_ref>("tq2_0", QK_K);
+        case WSP_GGML_TYPE_IQ4_NL:
+            return converters<block_iq4_nl, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref>("iq4_nl", QK4_NL);
+        case WSP_GGML_TYPE_IQ4_XS:
+            return converters<block_iq4_xs, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref>("iq4_xs", QK_K);
         // the i-quants of grids: declared for model files, no converters, so every backend refuses
         // to compute with them
         case WSP_GGML_TYPE_IQ2_XXS: return { "iq2_xxs", QK_K, 0, 66, true, nullptr, nullptr };
