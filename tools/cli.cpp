@@ -25,7 +25,8 @@ namespace {
 using wsp::cli::EncodeOptions;
 using wsp::cli::Mode;
 
-const std::vector<std::string> kEncodeTypes = { "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0" };
+const std::vector<std::string> kEncodeTypes = { "f32",  "f16",  "bf16", "q8_0", "q5_1", "q5_0", "q4_1",
+                                                "q4_0", "q6_K", "q5_K", "q4_K", "q3_K", "q2_K" };
 const std::vector<std::string> kModes       = { "split", "layers", "all" };
 const std::vector<std::string> kSizes       = { "tiny", "base", "small", "medium", "large" };
 
@@ -97,7 +98,8 @@ void add_encode_options(CLI::App & cmd, EncodeOptions & o) {
                    "first use) stay out of the times and of moved:")
         ->check(kPositive);
     cmd.add_option("--ctx", cfg.n_ctx, "encoder positions (the mel input has 2 * N frames)")->check(kPositive);
-    cmd.add_option("--state", cfg.n_state, "state width, a multiple of --heads (and of 32 for quantized types)")
+    cmd.add_option("--state", cfg.n_state,
+                   "state width, a multiple of --heads (and of the block: 32, or 256 for the K-quants)")
         ->check(kPositive);
     cmd.add_option("--heads", cfg.n_head, "attention heads")->check(kPositive);
     cmd.add_option("--layers", cfg.n_layer, "transformer blocks")->check(kPositive);
@@ -140,8 +142,10 @@ void check_encode(const EncodeOptions & o) {
     if (o.cfg.n_state % o.cfg.n_head != 0) {
         throw CLI::ValidationError("--state", "must be a multiple of --heads");
     }
-    if (wsp_ggml_is_quantized(o.cfg.wtype) && o.cfg.n_state % 32 != 0) {
-        throw CLI::ValidationError("--state", "quantized weights need a multiple of 32");
+    const int64_t block = wsp_ggml_blck_size(o.cfg.wtype);
+    if (o.cfg.n_state % block != 0) {
+        throw CLI::ValidationError("--state", std::string(wsp_ggml_type_name(o.cfg.wtype)) +
+                                                  " weights need a multiple of " + std::to_string(block));
     }
 }
 
@@ -266,8 +270,8 @@ int main(int argc, char ** argv) {
     add_write_model_options(*write_model, w);
     write_model->footer("--audio-ctx N: the encoder reads the first 2*N mel frames (N * 20 ms) of every 30 s window "
                         "and ignores the rest, like whisper.cpp's audio_ctx; a multiple of 256 keeps whisper.cpp's "
-                        "flash-attention path equal to its plain path. --state: a multiple of the heads (and of 32 "
-                        "for quantized types).");
+                        "flash-attention path equal to its plain path. --state: a multiple of the heads (and of the "
+                        "type's block: 32, or 256 for the K-quants q2_K ... q6_K).");
 
     std::string   convert_dir, convert_out;
     wsp_ggml_type convert_type = WSP_GGML_TYPE_F16;

@@ -4,7 +4,9 @@
 //   - teacher-forced logits: the same fixed token sequence decoded step by step after encoding the
 //     same audio; per step NMSE = sum((dev - cpu)^2) / sum(cpu^2) against a threshold;
 //   - greedy decoding (whisper_full, no timestamps, language "en", temperature 0, no fallback):
-//     identical token lists.
+//     identical token lists;
+//   - with --reference-model R (the same weights unquantized): the CPU's teacher-forced logits of the
+//     model against R's, within the quantization's error (--reference-nmse-max).
 // Exit status: 0 when every check passes, 1 when one fails, 2 on bad arguments or a setup failure.
 
 #include "ggml-all-gpu.h"
@@ -38,13 +40,15 @@ struct Options {
     bool        expect_tp     = false; // every encoder, cross and decoder graph tensor-parallel
     bool        expect_steady = false; // Note [steady step]: the device's counters of a steady step
     int         batch         = 5;     // tokens of the batched decode steps
+    std::string reference_model;       // the same weights unquantized, for the quantization's error
+    double      reference_nmse_max = 1e-2;
 };
 
 void usage(FILE * to) {
     std::fprintf(to,
                  "usage: whisper_check --model M --wav W [--flash] [--expect-device NAME] [--threads N] [--tokens N]\n"
                  "                     [--nmse-max X] [--expect-tensor-parallel] [--expect-steady] [--batch N]\n"
-                 "                     [--verbose]\n"
+                 "                     [--reference-model R [--reference-nmse-max X]] [--verbose]\n"
                  "  --model M             whisper.cpp model file (ggml format)\n"
                  "  --wav W               16-bit PCM WAV, any rate, mono or stereo\n"
                  "  --flash               flash attention in every context\n"
@@ -57,6 +61,8 @@ void usage(FILE * to) {
                  "  --expect-steady       fail unless the device's counters show steady steps after the warm-up\n"
                  "                        (Note [steady step] in whisper_check.cpp)\n"
                  "  --batch N             tokens of each batched decode step (5)\n"
+                 "  --reference-model R   the same weights unquantized: the CPU's logits of the model against R's\n"
+                 "  --reference-nmse-max X  their per-step NMSE threshold (1e-2)\n"
                  "  --verbose             whisper.cpp's and ggml's info log\n");
 }
 
@@ -84,6 +90,15 @@ bool parse_args(int argc, char ** argv, Options & o) {
             o.expect_steady = true;
         } else if (a == "--batch" && has_next) {
             if (!parse_int(argv[++i], 1, o.batch)) {
+                return false;
+            }
+        } else if (a == "--reference-model" && has_next) {
+            o.reference_model = argv[++i];
+        } else if (a == "--reference-nmse-max" && has_next) {
+            char * end           = nullptr;
+            o.reference_nmse_max = std::strtod(argv[++i], &end);
+            if (end == nullptr || *end != '\0' || !(o.reference_nmse_max > 0)) {
+                std::fprintf(stderr, "whisper_check: --reference-nmse-max needs a positive number\n");
                 return false;
             }
         } else if (a == "--model" && has_next) {
@@ -579,6 +594,21 @@ int main(int argc, char ** argv) {
                         padded - cpu.n_audio_ctx, cpu.n_audio_ctx, padded);
         }
         std::printf("\n");
+    }
+
+    if (!o.reference_model.empty()) { // what quantizing the weights costs, on the CPU
+        Options ro = o;
+        ro.model   = o.reference_model;
+        RunResult ref;
+        if (!run_context("cpu, reference", ro, false, o.flash, pcm, ref)) {
+            return 2;
+        }
+        const NmseResult q    = compare_logits(cpu, ref);
+        const bool       q_ok = q.finite && ref.logits.size() == cpu.logits.size() && q.worst <= o.reference_nmse_max;
+        std::printf("model vs reference model logits (cpu): max NMSE %.3e at step %zu (threshold %.1e): %s\n", q.worst,
+                    q.worst_step, o.reference_nmse_max, q_ok ? "ok" : "FAIL");
+        std::printf("greedy tokens reference: %s\n", token_list(ref.tokens).c_str());
+        ok = ok && q_ok;
     }
 
     const bool tokens_ok = dev.tokens == cpu.tokens && !cpu.tokens.empty();

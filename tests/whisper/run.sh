@@ -6,7 +6,11 @@
 #                                             the sources of WHISPER_DIR), writes the models, speaks the clip
 #   run.sh check WORK WHISPER_DIR ARGS...     one configuration: whisper_check on them with ARGS; in ARGS,
 #                                             --model-file NAME takes WORK/NAME instead of the 6-head
-#                                             model-tiny-f16.bin (model-tiny-h8-f16.bin: 8 heads)
+#                                             model-tiny-f16.bin (model-tiny-h8-f16.bin: 8 heads), and
+#                                             --reference-file NAME passes WORK/NAME as --reference-model
+#   run.sh peer WORK WHISPER_DIR NAME...      whisper_tokens on each model WORK/NAME built against ours and
+#                                             against the client's ggml (whisper.rn 0.4.3, bench/peers):
+#                                             the same greedy tokens
 #   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
 #                                             placement): three spoken clips and a file that is no WAV
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -83,6 +87,12 @@ build() {
     # Q8_0 weights, for the column split in whole blocks
     step "$work/model-q8.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-tiny-q8_0.bin" \
         --size tiny --type q8_0 --seed 1 --audio-ctx 200
+    # the K-quants need rows in whole blocks of 256: a state of 256 (4 heads), each type and the same
+    # weights in f32 as the reference their logits are held to
+    for type in f32 q2_K q3_K q4_K q5_K q6_K; do
+        step "$work/model-$type.log" "$work/prefix/bin/wsp-ggml-cli" write-model --out "$work/model-s256-$type.bin" \
+            --size tiny --state 256 --heads 4 --type "$type" --seed 1 --audio-ctx 200
+    done
     step "$work/espeak.log" espeak-ng -w "$work/clip.wav" "The quick brown fox jumps over the lazy dog."
     # the batch: three clips and one unreadable file
     rm -rf "$work/batch"
@@ -104,6 +114,9 @@ check() {
         if [ "$1" = --model-file ] && [ $# -ge 2 ]; then
             model=$2
             shift 2
+        elif [ "$1" = --reference-file ] && [ $# -ge 2 ]; then
+            args+=(--reference-model "$work/$2")
+            shift 2
         else
             args+=("$1")
             shift
@@ -114,6 +127,32 @@ check() {
     "$work/build/whisper_check" --model "$work/$model" --wav "$work/clip.wav" "${args[@]}" || rc=$?
     echo "whisper_check --model $model ${args[*]}: $((SECONDS - t0)) s"
     exit $rc
+}
+
+# whisper_tokens of ours and of the client's ggml (built here into build/peers-0.4.3 where missing,
+# as tests/peers/types.sh does) on each model: the same greedy tokens
+peer() {
+    local work=$1 whisper_dir=$2
+    shift 2
+    need_sources "$whisper_dir"
+    local peer_dir=$src_dir/.third_party/peers/whisper.rn-0.4.3 pbuild=$src_dir/build/peers-0.4.3
+    [ -f "$peer_dir/ggml.c" ] || skip "the client's ggml not fetched into $peer_dir: run scripts/fetch-peers.sh"
+    [ -x "$work/build/whisper_tokens" ] || { echo "FAILED: $work/build/whisper_tokens missing (WhisperClient.Build)"; exit 1; }
+    if [ ! -x "$pbuild/whisper_tokens" ]; then
+        { [ -f "$pbuild/CMakeCache.txt" ] ||
+            cmake -S "$src_dir/bench/peers" -B "$pbuild" -G Ninja -DPEER_DIR="$peer_dir"; } >"$work/peer-build.log" 2>&1 &&
+            cmake --build "$pbuild" --parallel 2 --target whisper_tokens >>"$work/peer-build.log" 2>&1 ||
+            { cat "$work/peer-build.log"; echo "FAILED: building the client's whisper_tokens"; exit 1; }
+    fi
+    local name ours theirs
+    for name in "$@"; do
+        ours=$("$work/build/whisper_tokens" "$work/$name" "$work/clip.wav") || { echo "FAILED: ours on $name"; exit 1; }
+        theirs=$("$pbuild/whisper_tokens" "$work/$name" "$work/clip.wav") || { echo "FAILED: the client's on $name"; exit 1; }
+        echo "$name: ours    $ours"
+        echo "$name: client  $theirs"
+        [ "$ours" = "$theirs" ] || { echo "FAILED: $name: the greedy tokens differ from the client's"; exit 1; }
+    done
+    echo "PASSED: $# model(s), the client's greedy tokens"
 }
 
 # the tokens of one file's JSON line
@@ -160,8 +199,9 @@ case $mode in
     build) build "$@" ;;
     check) check "$@" ;;
     transcribe) transcribe "$@" ;;
+    peer) peer "$@" ;;
     *)
-        echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe WORK WHISPER_DIR ARGS..." >&2
+        echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
         exit 2
         ;;
 esac

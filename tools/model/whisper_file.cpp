@@ -239,6 +239,11 @@ int32_t file_ftype(wsp_ggml_type type) {
         case WSP_GGML_TYPE_Q5_0: return WSP_GGML_FTYPE_MOSTLY_Q5_0;
         case WSP_GGML_TYPE_Q5_1: return WSP_GGML_FTYPE_MOSTLY_Q5_1;
         case WSP_GGML_TYPE_Q8_0: return WSP_GGML_FTYPE_MOSTLY_Q8_0;
+        case WSP_GGML_TYPE_Q2_K: return WSP_GGML_FTYPE_MOSTLY_Q2_K;
+        case WSP_GGML_TYPE_Q3_K: return WSP_GGML_FTYPE_MOSTLY_Q3_K;
+        case WSP_GGML_TYPE_Q4_K: return WSP_GGML_FTYPE_MOSTLY_Q4_K;
+        case WSP_GGML_TYPE_Q5_K: return WSP_GGML_FTYPE_MOSTLY_Q5_K;
+        case WSP_GGML_TYPE_Q6_K: return WSP_GGML_FTYPE_MOSTLY_Q6_K;
         default: return -1;
     }
 }
@@ -386,7 +391,8 @@ bool whisper_file_preset(const std::string & size, WhisperFileConfig & cfg) {
 
 bool whisper_file_type(const std::string & name, wsp_ggml_type & type) {
     for (wsp_ggml_type t : { WSP_GGML_TYPE_F32, WSP_GGML_TYPE_F16, WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q5_1,
-                             WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q4_0 }) {
+                             WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q6_K,
+                             WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q2_K }) {
         if (name == wsp_ggml_type_name(t)) {
             type = t;
             return true;
