@@ -8,7 +8,8 @@
 #   bench/mul_mat_side.sh [BUILD_DIR [WORK]]
 # BUILD_DIR: our build tree (default build/release; mul_mat_small is built there, -j2); the peers
 # build in build/peers-VERSION (shared with bench/whisper_side.sh). WORK: default build/mul-mat-side.
-# Environment: TYPES (default f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1), MS (1,2,4,8,16), SHAPES
+# Environment: TYPES (default f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1,
+# q6_K,q5_K,q4_K,q3_K,q2_K), MS (1,2,4,8,16), SHAPES
 # (1280x5120; e.g. 1280x5120,5120x1280), RUNS (5), THREADS (2), ROUNDS (1: passes over the builds, the
 # order alternating, best figure kept), QUIET_WAIT (seconds to wait before each program for the machine
 # to be idle; default 0), BUILD_OURS=0 (don't build BUILD_DIR), LEGACY=1 (every build through
@@ -18,7 +19,7 @@ set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$(realpath "${1:-$src_dir/build/release}")
 work=$(realpath -m "${2:-$src_dir/build/mul-mat-side}")
-types=${TYPES:-f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1}
+types=${TYPES:-f32,f16,bf16,q8_0,q5_0,q5_1,q4_0,q4_1,q6_K,q5_K,q4_K,q3_K,q2_K}
 ms=${MS:-1,2,4,8,16}
 shapes=${SHAPES:-1280x5120}
 runs=${RUNS:-5}

@@ -164,7 +164,10 @@ TEST(CpuTypeTraits, TableAsUpstream) {
     for (Want w : { Want{ WSP_GGML_TYPE_F32, WSP_GGML_TYPE_F32 }, Want{ WSP_GGML_TYPE_F16, WSP_GGML_TYPE_F16 },
                     Want{ WSP_GGML_TYPE_BF16, WSP_GGML_TYPE_BF16 }, Want{ WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q8_0 },
                     Want{ WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q8_1 }, Want{ WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q8_0 },
-                    Want{ WSP_GGML_TYPE_Q5_1, WSP_GGML_TYPE_Q8_1 }, Want{ WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q8_0 } }) {
+                    Want{ WSP_GGML_TYPE_Q5_1, WSP_GGML_TYPE_Q8_1 }, Want{ WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q8_0 },
+                    Want{ WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q8_K }, Want{ WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q8_K },
+                    Want{ WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q8_K }, Want{ WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q8_K },
+                    Want{ WSP_GGML_TYPE_Q6_K, WSP_GGML_TYPE_Q8_K } }) {
         const wsp_ggml_type_traits_cpu * tr = wsp_ggml_get_type_traits_cpu(w.type);
         EXPECT_NE(tr->from_float, nullptr) << wsp_ggml_type_name(w.type);
         EXPECT_NE(tr->vec_dot, nullptr) << wsp_ggml_type_name(w.type);
@@ -176,15 +179,50 @@ TEST(CpuTypeTraits, TableAsUpstream) {
     EXPECT_NE(q81->from_float, nullptr);
     EXPECT_EQ(q81->vec_dot, nullptr);
     EXPECT_EQ(q81->vec_dot_type, WSP_GGML_TYPE_Q8_1);
-    // types without a CPU quantizer and dot product (a K-quant weight is read through its
+    // types without a CPU quantizer and dot product (an IQ4_XS weight is read through its
     // dequantizer): nothing to call
-    for (wsp_ggml_type t : { WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_I32 }) {
+    for (wsp_ggml_type t : { WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_I32 }) {
         EXPECT_EQ(wsp_ggml_get_type_traits_cpu(t)->from_float, nullptr) << wsp_ggml_type_name(t);
         EXPECT_EQ(wsp_ggml_get_type_traits_cpu(t)->vec_dot, nullptr) << wsp_ggml_type_name(t);
     }
     LogCapture log;
     EXPECT_EQ(wsp_ggml_get_type_traits_cpu((wsp_ggml_type) 63)->vec_dot, nullptr);
     EXPECT_TRUE(log.contains("invalid type id 63"));
+}
+
+// The K-quants' vec_dot against Q8_K rows: the double product of both dequantized, to float
+// rounding (its integer sums are exact); a row that is not whole super-blocks is NaN with a message
+TEST(CpuTypeTraits, KQuantDotsAgainstQ8K) {
+    const int                n   = 1024;
+    const std::vector<float> w   = random_values(n, 31, -0.05f, 0.05f);
+    const std::vector<float> a   = random_values(n, 32, -1.0f, 1.0f);
+    const auto *             q8k = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K);
+    std::vector<uint8_t>     y(wsp_ggml_row_size(WSP_GGML_TYPE_Q8_K, n));
+    q8k->from_float_ref(a.data(), y.data(), n);
+    std::vector<float> yf(n);
+    q8k->to_float(y.data(), yf.data(), n);
+    for (wsp_ggml_type t :
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+        SCOPED_TRACE(wsp_ggml_type_name(t));
+        const wsp_ggml_type_traits_cpu * tr = wsp_ggml_get_type_traits_cpu(t);
+        ASSERT_EQ(tr->vec_dot_type, WSP_GGML_TYPE_Q8_K);
+        std::vector<uint8_t> x(wsp_ggml_row_size(t, n));
+        tr->from_float(w.data(), x.data(), n);
+        std::vector<float> xf(n);
+        wsp_ggml_get_type_traits(t)->to_float(x.data(), xf.data(), n);
+        double ref = 0.0, mag = 0.0;
+        for (int i = 0; i < n; ++i) {
+            ref += (double) xf[i] * yf[i];
+            mag += std::fabs((double) xf[i] * yf[i]);
+        }
+        float got = 0.0f;
+        tr->vec_dot(n, &got, 0, x.data(), 0, y.data(), 0, 1);
+        EXPECT_NEAR(got, ref, 1e-6 * mag);
+        LogCapture log;
+        tr->vec_dot(n - 32, &got, 0, x.data(), 0, y.data(), 0, 1);
+        EXPECT_TRUE(std::isnan(got));
+        EXPECT_TRUE(log.contains("not a multiple of the block size 256")) << log.text();
+    }
 }
 
 // from_float of the quantized types is the reference quantizer (bit-exact with quantize_chunk)

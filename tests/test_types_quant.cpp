@@ -4,6 +4,8 @@
 
 #include "test_util.h"
 
+#include "../src/cpu/mul_mat_path.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -429,48 +431,71 @@ std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_
 } // namespace
 
 // The super-block types have a dequantizer and a reference quantizer (both bit for bit the client's:
-// Types.ConvertAsTheClient): the CPU backend computes MUL_MAT and GET_ROWS with such weights
+// Types.ConvertAsTheClient): the CPU backend computes MUL_MAT and GET_ROWS with such weights. A
+// K-quant weight at few b rows takes the dot_q8 path (mul_mat_kq.cpp), which quantizes the b rows
+// to Q8_K as the client's kernels do, and is held to the product of the dequantized weights with the
+// Q8_K round trip of the activations (so its integer sums must be exact); every other case to the
+// product with the activations as they are. M covers the tiles of 1 to 4 rows and the GEMM.
 TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
+    const auto * q8k = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K);
     for (wsp_ggml_type type :
          { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
            WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS }) {
-        SCOPED_TRACE(wsp_ggml_type_name(type));
-        const auto * tr = wsp_ggml_get_type_traits(type);
-        ASSERT_NE(tr->to_float, nullptr);
-        EXPECT_NE(tr->from_float_ref, nullptr);
-        const int64_t     K = 512, N = 6, M = 3;
-        OwnedCtx          c(1 << 22);
-        wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
-        wsp_ggml_tensor * x    = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, M);
-        wsp_ggml_tensor * ids  = wsp_ggml_new_tensor_1d(c.ctx, WSP_GGML_TYPE_I32, 2);
-        wsp_ggml_tensor * y    = wsp_ggml_mul_mat(c.ctx, w, x);
-        wsp_ggml_tensor * rows = wsp_ggml_get_rows(c.ctx, w, ids);
-        wsp_ggml_cgraph * g    = wsp_ggml_new_graph(c.ctx);
-        wsp_ggml_build_forward_expand(g, y);
-        wsp_ggml_build_forward_expand(g, rows);
-        const std::vector<uint8_t> blocks = random_blocks(type, K * N / tr->blck_size, 7);
-        std::memcpy(w->data, blocks.data(), blocks.size());
-        const std::vector<float> xs = random_values(K * M, 11, -1.0f, 1.0f);
-        std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
-        const int32_t which[2] = { 4, 1 };
-        std::memcpy(ids->data, which, sizeof(which));
-        ASSERT_EQ(wsp_ggml_graph_compute_with_ctx(c.ctx, g, 2), WSP_GGML_STATUS_SUCCESS);
+        for (int64_t M : { 1, 3, 6, 9, 150 }) {
+            SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " M=" + std::to_string(M));
+            const auto *      tr = wsp_ggml_get_type_traits(type);
+            const int64_t     K = 1280, N = 6;
+            OwnedCtx          c(1 << 23);
+            wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
+            wsp_ggml_tensor * x    = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, M);
+            wsp_ggml_tensor * ids  = wsp_ggml_new_tensor_1d(c.ctx, WSP_GGML_TYPE_I32, 2);
+            wsp_ggml_tensor * y    = wsp_ggml_mul_mat(c.ctx, w, x);
+            wsp_ggml_tensor * rows = wsp_ggml_get_rows(c.ctx, w, ids);
+            wsp_ggml_cgraph * g    = wsp_ggml_new_graph(c.ctx);
+            wsp_ggml_build_forward_expand(g, y);
+            wsp_ggml_build_forward_expand(g, rows);
+            const std::vector<uint8_t> blocks = random_blocks(type, K * N / tr->blck_size, 7);
+            std::memcpy(w->data, blocks.data(), blocks.size());
+            const std::vector<float> xs = random_values((size_t) (K * M), 11, -1.0f, 1.0f);
+            std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
+            const int32_t which[2] = { 4, 1 };
+            std::memcpy(ids->data, which, sizeof(which));
+            ASSERT_EQ(wsp_ggml_graph_compute_with_ctx(c.ctx, g, 2), WSP_GGML_STATUS_SUCCESS);
 
-        std::vector<float> wf((size_t) (K * N));
-        tr->to_float(blocks.data(), wf.data(), K * N);
-        const std::vector<float> vx = get_values(x), vy = get_values(y), vr = get_values(rows);
-        std::vector<double>      ref((size_t) (N * M));
-        for (int64_t m = 0; m < M; ++m) {
-            for (int64_t n = 0; n < N; ++n) {
-                for (int64_t k = 0; k < K; ++k) {
-                    ref[(size_t) (m * N + n)] += (double) wf[(size_t) (n * K + k)] * vx[(size_t) (m * K + k)];
+            std::vector<float> wf((size_t) (K * N));
+            tr->to_float(blocks.data(), wf.data(), K * N);
+            std::vector<float> vx   = get_values(x);
+            const bool         q8_k = cpu::mm::choose_path(type, N, M) == cpu::mm::Path::dot_q8;
+            if (q8_k) {
+                std::vector<uint8_t> q(wsp_ggml_row_size(WSP_GGML_TYPE_Q8_K, K * M));
+                q8k->from_float_ref(vx.data(), q.data(), K * M);
+                q8k->to_float(q.data(), vx.data(), K * M);
+            }
+            // each output to within float rounding of its sum of |products| (the random blocks' weights
+            // reach hundreds, so the sums cancel a lot): an error of the integer sums would be far more
+            const std::vector<float> vy = get_values(y), vr = get_values(rows);
+            int                      n_bad = 0;
+            for (int64_t m = 0; m < M; ++m) {
+                for (int64_t n = 0; n < N; ++n) {
+                    double ref = 0.0, mag = 0.0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double p = (double) wf[(size_t) (n * K + k)] * vx[(size_t) (m * K + k)];
+                        ref += p;
+                        mag += std::fabs(p);
+                    }
+                    const float got = vy[(size_t) (m * N + n)];
+                    if (!(std::fabs(got - ref) <= 2e-5 * mag) && n_bad++ < 4) {
+                        ADD_FAILURE() << (q8_k ? "against the dequantized weights and Q8_K activations"
+                                               : "against the dequantized weights")
+                                      << ": [" << m << ", " << n << "] got " << got << ", expected " << ref
+                                      << " (sum of |products| " << mag << ")";
+                    }
                 }
             }
-        }
-        all_close(vy, ref, 1e-5, 1e-4, "mul_mat against the dequantized weights");
-        for (int r = 0; r < 2; ++r) {
-            for (int64_t k = 0; k < K; ++k) {
-                ASSERT_EQ(vr[(size_t) (r * K + k)], wf[(size_t) (which[r] * K + k)]) << "get_rows row " << r;
+            for (int r = 0; r < 2; ++r) {
+                for (int64_t k = 0; k < K; ++k) {
+                    ASSERT_EQ(vr[(size_t) (r * K + k)], wf[(size_t) (which[r] * K + k)]) << "get_rows row " << r;
+                }
             }
         }
     }

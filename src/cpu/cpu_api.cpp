@@ -2,13 +2,15 @@
 // vec_dot_type, nrows) and the fp16 / bf16 / fp32 row converters. The dot products follow
 // upstream's scalar reference: integer sums per block, scaled by the blocks' fp16 scales in float
 // (Q4_1 / Q5_1 add the min times Q8_1's s); the float types accumulate in double (f32 by the
-// vector kernel). Types the CPU backend does not compute with get an all-NULL entry.
+// vector kernel); the K-quants against Q8_K use the dot_q8 path's kernel. Types the CPU backend
+// does not compute with get an all-NULL entry.
 
 #include "ggml-cpu.h"
 
 #include "../core/fp16.h"
 #include "../core/log.h"
 #include "../core/quants.h"
+#include "mul_mat_kq.h"
 #include "vec.h"
 
 #include <cmath>
@@ -182,6 +184,20 @@ WSP_QUANT_VEC_DOT(q5_0_q8_0, QK5_0, "q5_0")
 WSP_QUANT_VEC_DOT(q5_1_q8_1, QK5_1, "q5_1")
 WSP_QUANT_VEC_DOT(q8_0_q8_0, QK8_0, "q8_0")
 
+// the K-quants against Q8_K: the dot_q8 path's kernel (mul_mat_kq.cpp), whose integer sums are exact
+#define WSP_K_VEC_DOT(name, type)                                                      \
+    float dot_##name##_q8_K(int n, const void * x, const void * y) {                   \
+        return cpu::mm::kq_dot(type, x, static_cast<const block_q8_K *>(y), n / QK_K); \
+    }                                                                                  \
+    WSP_QUANT_VEC_DOT(name##_q8_K, QK_K, #name)
+
+WSP_K_VEC_DOT(q2_K, WSP_GGML_TYPE_Q2_K)
+WSP_K_VEC_DOT(q3_K, WSP_GGML_TYPE_Q3_K)
+WSP_K_VEC_DOT(q4_K, WSP_GGML_TYPE_Q4_K)
+WSP_K_VEC_DOT(q5_K, WSP_GGML_TYPE_Q5_K)
+WSP_K_VEC_DOT(q6_K, WSP_GGML_TYPE_Q6_K)
+
+#undef WSP_K_VEC_DOT
 #undef WSP_QUANT_VEC_DOT
 
 void from_float_f32(const float * WSP_GGML_RESTRICT x, void * WSP_GGML_RESTRICT y, int64_t n) {
@@ -211,6 +227,12 @@ struct TraitsTable {
         quant(WSP_GGML_TYPE_Q8_0, vec_dot_q8_0_q8_0, WSP_GGML_TYPE_Q8_0);
         // as upstream: Q8_1 is only ever the other operand, so it has no dot product of its own
         quant(WSP_GGML_TYPE_Q8_1, nullptr, WSP_GGML_TYPE_Q8_1);
+        quant(WSP_GGML_TYPE_Q2_K, vec_dot_q2_K_q8_K, WSP_GGML_TYPE_Q8_K);
+        quant(WSP_GGML_TYPE_Q3_K, vec_dot_q3_K_q8_K, WSP_GGML_TYPE_Q8_K);
+        quant(WSP_GGML_TYPE_Q4_K, vec_dot_q4_K_q8_K, WSP_GGML_TYPE_Q8_K);
+        quant(WSP_GGML_TYPE_Q5_K, vec_dot_q5_K_q8_K, WSP_GGML_TYPE_Q8_K);
+        quant(WSP_GGML_TYPE_Q6_K, vec_dot_q6_K_q8_K, WSP_GGML_TYPE_Q8_K);
+        quant(WSP_GGML_TYPE_Q8_K, nullptr, WSP_GGML_TYPE_Q8_K); // the K-quants' other operand
     }
 
     void quant(wsp_ggml_type t, wsp_ggml_vec_dot_t dot, wsp_ggml_type dot_type) {

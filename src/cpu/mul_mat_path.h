@@ -24,7 +24,12 @@ inline bool uses_q8_activations(wsp_ggml_type a_type) {
         case WSP_GGML_TYPE_Q4_1:
         case WSP_GGML_TYPE_Q5_0:
         case WSP_GGML_TYPE_Q5_1:
-        case WSP_GGML_TYPE_Q8_0: return true;
+        case WSP_GGML_TYPE_Q8_0:
+        case WSP_GGML_TYPE_Q2_K:
+        case WSP_GGML_TYPE_Q3_K:
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K:
+        case WSP_GGML_TYPE_Q6_K: return true;
         default: return false;
     }
 }
@@ -39,6 +44,11 @@ inline bool uses_q8_activations(wsp_ggml_type a_type) {
 //   BF16 from 64      (M = 48: 212 vs 220, M = 64: 233 vs 226),
 //   Q8_0 from 32      (M = 28: 167 vs 171, M = 32: 172 vs 163),
 //   Q4_0 from 48      (M = 44: 145 vs 147, M = 48: 153 vs 149; Q4_1, Q5_0, Q5_1 decode alike).
+// The K-quants' dot_q8 kernels (mul_mat_kq.cpp) hold 180-205 at every M while their GEMM, which
+// converts through to_float, climbs with M (same setup, 2026-12, dot vs GEMM):
+//   Q4_K from 64      (M = 64: 200 vs 203, M = 96: 205 vs 237; Q2_K alike, Q5_K taken as Q4_K),
+//   Q6_K from 144     (M = 128: 190 vs 185, M = 160: 190 vs 201; Q3_K taken as Q6_K);
+//   at M = 1500 (an encoder) the GEMM gives 314 and 302 against 175 and 161.
 // Narrow weights (few rows N, many b rows) fill few NR-wide panels and reuse each packed b panel
 // little; there dot_float wins below 32 rows (M = 1500, F32/F16/Q4_0: N = 24 GEMM 73/70/55 vs
 // dot_float 76/72/62; N = 32 F32/F16/Q8_0/Q4_0 GEMM 99/95/91/91 vs 79/79/77/77).
@@ -58,6 +68,11 @@ inline int64_t gemm_min_rows(wsp_ggml_type a_type) {
         case WSP_GGML_TYPE_Q4_1:
         case WSP_GGML_TYPE_Q5_0:
         case WSP_GGML_TYPE_Q5_1: return 48;
+        case WSP_GGML_TYPE_Q2_K:
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K: return 64;
+        case WSP_GGML_TYPE_Q3_K:
+        case WSP_GGML_TYPE_Q6_K: return 144;
         default: return 20; // other types convert their rows through to_float, then read as F32
     }
 }

@@ -1,9 +1,11 @@
-// The dot_q8 path (few b rows, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights; q8_blocks.h): phase 1 quantizes
-// every b row to 8-bit blocks of 32 (q8_act.h), phase 2 takes guided ranges of weight rows. With
-// AVX-512 the paired kernels take the node up to some M (mul_mat_q8_pairs.cpp); otherwise the
-// general tile here decodes a weight block once for up to RQ b rows.
+// The dot_q8 path (few b rows, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and K-quant weights; q8_blocks.h): phase 1
+// quantizes every b row to 8-bit blocks of 32 (q8_act.h), phase 2 takes guided ranges of weight
+// rows. With AVX-512 the paired kernels take the node up to some M (mul_mat_q8_pairs.cpp); otherwise
+// the general tile here decodes a weight block once for up to RQ b rows; the K-quants have their
+// own tiles (mul_mat_kq.cpp).
 
 #include "mul_mat_dot.h"
+#include "mul_mat_kq.h"
 #include "q8_blocks.h"
 
 #include <algorithm>
@@ -249,10 +251,17 @@ const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g
 }
 
 size_t dot_q8_work_size(const Geometry & g, int nth) {
+    if (is_k_quant(g.a->type)) {
+        return kq_work_size(g, nth);
+    }
     return q8_activations_work_size(g, nth) + dot_q8_paired_work_size(g, nth);
 }
 
 void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
+    if (is_k_quant(g.a->type)) {
+        kq_compute(p, g); // activations to Q8_K, not to blocks of 32
+        return;
+    }
     if (dot_q8_paired_compute(p, g)) {
         return;
     }

@@ -1,0 +1,487 @@
+// The dot_q8 path of the K-quant weights (Q2_K ... Q6_K): phase 1 quantizes every b row to Q8_K
+// (the client's activation blocks for them: 256 values, one f32 scale, the sums of each 16),
+// phase 2 dots each weight super-block with them in integers.
+//
+// Note [K-quant groups]: each K-quant decodes a super-block to 8 groups of 32 small unsigned
+// integers u (in the order dequantize_row_* writes the values, so group g meets activation bytes
+// 32 g ..), with a scale s_h and a min m_h for each half h of 16 values (Q4_K and Q5_K have one
+// for the whole group: both halves get it) and an offset o of the type:
+//     w = d * s_h * (u - o) - dmin * m_h
+// so a super-block's dot product with activations a = d_y * q is
+//     d_y * (d * (sum_h s_h * sum(u q) - o * sum_h s_h * S_h) - dmin * sum_h m_h * S_h)
+// with S_h the Q8_K block's sum of half h. sum(u q) is exact in 16-bit pairs (u <= 63, |q| <= 127,
+// maddubs cannot saturate), each half weighted by its scale in 32 bits (madd), and the whole
+// super-block adds up in integers before its one float multiply, as the client's kernels do.
+
+#include "mul_mat_kq.h"
+
+#include "mul_mat_dot.h"
+#include "q8_blocks.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace wsp::cpu::mm {
+
+namespace {
+
+using namespace q8;
+
+constexpr int GROUPS = QK_K / 32; // activation blocks per super-block
+
+// a super-block's float scales and its per-half integer scales and mins
+struct KScales {
+    float d, dmin;
+    int   s[16]; // s_h of half h = 2 g + (0 or 1)
+    int   m[16]; // m_h (zero where the type has no mins)
+};
+
+#if WSP_MM_Q8_SIMD
+// With SIMD a type gives its 16 s_h as bytes (scales8, signed) and, with mins, its 16 m_h
+// (mins8): every s_h and m_h fits in a signed byte (Q4_K / Q5_K: 6 bits; Q2_K: 4; Q3_K: -32..31;
+// Q6_K: a signed byte)
+inline __m128i load128(const void * p) {
+    return _mm_loadu_si128(static_cast<const __m128i *>(p));
+}
+
+// the 6-bit scales and mins of a Q4_K / Q5_K block (scale_min_k4's layout), each twice: one per half
+inline void k4_scales_mins(const uint8_t * packed, __m128i & sc, __m128i & mn) {
+    uint32_t a[3];
+    std::memcpy(a, packed, sizeof(a));
+    const uint32_t s_lo = a[0] & 0x3f3f3f3f; // groups 0..3: the low 6 bits of bytes 0..3 and 4..7
+    const uint32_t m_lo = a[1] & 0x3f3f3f3f;
+    const uint32_t s_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4); // groups 4..7
+    const uint32_t m_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
+    const __m128i  s    = _mm_setr_epi32((int) s_lo, (int) s_hi, 0, 0);
+    const __m128i  m    = _mm_setr_epi32((int) m_lo, (int) m_hi, 0, 0);
+    sc                  = _mm_unpacklo_epi8(s, s);
+    mn                  = _mm_unpacklo_epi8(m, m);
+}
+#endif
+
+// the 32 u of group g, one byte each (scalar decode)
+using Group = uint8_t[32];
+
+struct KQ2 {
+    using Block                    = block_q2_K;
+    static constexpr int  off      = 0;
+    static constexpr bool has_mins = true;
+#if WSP_MM_Q8_SIMD
+    static __m128i scales8(const Block & b) {
+        return _mm_and_si128(load128(b.scales), _mm_set1_epi8(0xF));
+    }
+    static __m128i mins8(const Block & b) {
+        return _mm_and_si128(_mm_srli_epi16(load128(b.scales), 4), _mm_set1_epi8(0xF));
+    }
+    static float dmin(const Block & b) {
+        return fp16_to_fp32(b.dmin);
+    }
+#endif
+    static void scales(const Block & b, KScales & k) {
+        k.d    = fp16_to_fp32(b.d);
+        k.dmin = fp16_to_fp32(b.dmin);
+        for (int h = 0; h < 16; ++h) {
+            k.s[h] = b.scales[h] & 0xF;
+            k.m[h] = b.scales[h] >> 4;
+        }
+    }
+    static void group(const Block & b, int g, Group & u) {
+        const uint8_t * q = b.qs + 32 * (g / 4);
+        for (int l = 0; l < 32; ++l) {
+            u[l] = (uint8_t) ((q[l] >> (2 * (g % 4))) & 3);
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 4)));
+        return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * (g % 4))), _mm256_set1_epi8(3));
+    }
+#endif
+};
+
+struct KQ3 {
+    using Block                    = block_q3_K;
+    static constexpr int  off      = 4;
+    static constexpr bool has_mins = false;
+#if WSP_MM_Q8_SIMD
+    // the same unpacking as dequantize_row_q3_K, four bytes at a time
+    static __m128i scales8(const Block & b) {
+        constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+        uint32_t           aux[4];
+        std::memcpy(aux, b.scales, 12);
+        const uint32_t tmp = aux[2];
+        aux[2]             = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3]             = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0]             = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1]             = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        return _mm_sub_epi8(load128(aux), _mm_set1_epi8(32));
+    }
+    static __m128i mins8(const Block &) {
+        return _mm_setzero_si128();
+    }
+    static float dmin(const Block &) {
+        return 0.0f;
+    }
+#endif
+    static void scales(const Block & b, KScales & k) {
+        k.d    = fp16_to_fp32(b.d);
+        k.dmin = 0.0f;
+        for (int h = 0; h < 16; ++h) { // 6 bits: the low 4 in bytes 0..7, the high 2 in bytes 8..11
+            const int low  = h < 8 ? b.scales[h] & 0xF : b.scales[h - 8] >> 4;
+            const int high = (b.scales[8 + h % 4] >> (2 * (h / 4))) & 3;
+            k.s[h]         = (low | (high << 4)) - 32;
+            k.m[h]         = 0;
+        }
+    }
+    // u = the low 2 bits + 4 where the high bit is set: w = d s (u - 4)
+    static void group(const Block & b, int g, Group & u) {
+        const uint8_t * q = b.qs + 32 * (g / 4);
+        for (int l = 0; l < 32; ++l) {
+            u[l] = (uint8_t) (((q[l] >> (2 * (g % 4))) & 3) | (((b.hmask[l] >> g) & 1) << 2));
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
+        const __m256i q    = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 4)));
+        const __m256i hm   = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.hmask));
+        const __m256i low  = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * (g % 4))), _mm256_set1_epi8(3));
+        const __m256i high = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
+        return _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+    }
+#endif
+};
+
+// Q4_K and Q5_K: one 6-bit scale and min per group of 32
+inline void scales_k4(const uint8_t * packed, uint16_t d, uint16_t dmin, KScales & k) {
+    k.d    = fp16_to_fp32(d);
+    k.dmin = fp16_to_fp32(dmin);
+    for (int g = 0; g < GROUPS; ++g) {
+        uint8_t s, m;
+        scale_min_k4(g, packed, s, m);
+        k.s[2 * g] = k.s[2 * g + 1] = s;
+        k.m[2 * g] = k.m[2 * g + 1] = m;
+    }
+}
+
+struct KQ4 {
+    using Block                    = block_q4_K;
+    static constexpr int  off      = 0;
+    static constexpr bool has_mins = true;
+#if WSP_MM_Q8_SIMD
+    static __m128i scales8(const Block & b) {
+        __m128i sc, mn;
+        k4_scales_mins(b.scales, sc, mn);
+        return sc;
+    }
+    static __m128i mins8(const Block & b) {
+        __m128i sc, mn;
+        k4_scales_mins(b.scales, sc, mn);
+        return mn;
+    }
+    static float dmin(const Block & b) {
+        return fp16_to_fp32(b.dmin);
+    }
+#endif
+    static void scales(const Block & b, KScales & k) {
+        scales_k4(b.scales, b.d, b.dmin, k);
+    }
+    // groups 2j and 2j + 1 share bytes 32j.., low and high nibbles
+    static void group(const Block & b, int g, Group & u) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t q = b.qs[32 * (g / 2) + l];
+            u[l]            = g % 2 == 0 ? (q & 0xF) : (q >> 4);
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 2)));
+        return _mm256_and_si256(g % 2 == 0 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0xF));
+    }
+#endif
+};
+
+struct KQ5 {
+    using Block                    = block_q5_K;
+    static constexpr int  off      = 0;
+    static constexpr bool has_mins = true;
+#if WSP_MM_Q8_SIMD
+    static __m128i scales8(const Block & b) {
+        __m128i sc, mn;
+        k4_scales_mins(b.scales, sc, mn);
+        return sc;
+    }
+    static __m128i mins8(const Block & b) {
+        __m128i sc, mn;
+        k4_scales_mins(b.scales, sc, mn);
+        return mn;
+    }
+    static float dmin(const Block & b) {
+        return fp16_to_fp32(b.dmin);
+    }
+#endif
+    static void scales(const Block & b, KScales & k) {
+        scales_k4(b.scales, b.d, b.dmin, k);
+    }
+    // Q4_K's nibbles and bit g of qh[l] as the fifth bit
+    static void group(const Block & b, int g, Group & u) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t q = b.qs[32 * (g / 2) + l];
+            u[l]            = (uint8_t) ((g % 2 == 0 ? (q & 0xF) : (q >> 4)) | (((b.qh[l] >> g) & 1) << 4));
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
+        const __m256i q  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 2)));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qh));
+        const __m256i lo = _mm256_and_si256(g % 2 == 0 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0xF));
+        // bit g of each byte to bit 4: the 16-bit shift moves no bit of one byte into the other's bit 0
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
+        return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    }
+#endif
+};
+
+struct KQ6 {
+    using Block                    = block_q6_K;
+    static constexpr int  off      = 32;
+    static constexpr bool has_mins = false;
+#if WSP_MM_Q8_SIMD
+    static __m128i scales8(const Block & b) {
+        return load128(b.scales);
+    }
+    static __m128i mins8(const Block &) {
+        return _mm_setzero_si128();
+    }
+    static float dmin(const Block &) {
+        return 0.0f;
+    }
+#endif
+    static void scales(const Block & b, KScales & k) {
+        k.d    = fp16_to_fp32(b.d);
+        k.dmin = 0.0f;
+        for (int h = 0; h < 16; ++h) {
+            k.s[h] = b.scales[h];
+            k.m[h] = 0;
+        }
+    }
+    // group g = 4 n + t of half n: the low 4 bits from ql (bytes 64 n + 32 (t % 2), the low nibble
+    // for t < 2), the high 2 from bits 2 t of qh[32 n + l]
+    static void group(const Block & b, int g, Group & u) {
+        const int       n = g / 4, t = g % 4;
+        const uint8_t * ql = b.ql + 64 * n + 32 * (t % 2);
+        const uint8_t * qh = b.qh + 32 * n;
+        for (int l = 0; l < 32; ++l) {
+            const int low = t < 2 ? ql[l] & 0xF : ql[l] >> 4;
+            u[l]          = (uint8_t) (low | (((qh[l] >> (2 * t)) & 3) << 4));
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
+        const int     n = g / 4, t = g % 4;
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.ql + 64 * n + 32 * (t % 2)));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qh + 32 * n));
+        const __m256i lo = _mm256_and_si256(t < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0xF));
+        // bits 2t, 2t + 1 of each byte to bits 4, 5
+        const __m256i hi = t < 2 ? _mm256_slli_epi16(qh, 4 - 2 * t) : _mm256_srli_epi16(qh, 2 * t - 4);
+        return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+    }
+#endif
+};
+
+// out[r] = dot of one weight row (nsb super-blocks) with the Q8_K rows x[r], r < R
+template <class T, int R>
+void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float * out) {
+    const auto * w = static_cast<const typename T::Block *>(wrow);
+    KScales      k;
+#if WSP_MM_Q8_SIMD
+    (void) k;
+    __m256 acc[R];
+    __m256 corr[R]; // d_y (d o sum_h s_h S_h + dmin sum_h m_h S_h), 8 lanes
+    for (int r = 0; r < R; ++r) {
+        acc[r]  = _mm256_setzero_ps();
+        corr[r] = _mm256_setzero_ps();
+    }
+    for (int64_t ib = 0; ib < nsb; ++ib) {
+        const typename T::Block & b = w[ib];
+        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
+        const __m128i sc8 = T::scales8(b);
+        const float   d   = fp16_to_fp32(b.d);
+        __m256i       isum[R];
+        for (int r = 0; r < R; ++r) {
+            isum[r] = _mm256_setzero_si256();
+        }
+#    pragma GCC unroll 8
+        for (int g = 0; g < GROUPS; ++g) {
+            const __m256i u = T::group(b, g);
+            // s of half 2g in the low 8 lanes, of 2g + 1 in the high 8
+            const __m256i sv = _mm256_cvtepi8_epi16(
+                _mm_shuffle_epi8(sc8, _mm_set_epi64x((long long) (0x0101010101010101ull * (uint64_t) (2 * g + 1)),
+                                                     (long long) (0x0101010101010101ull * (uint64_t) (2 * g)))));
+#    pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].qs + 32 * g));
+                isum[r]         = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), sv));
+            }
+        }
+        if (T::off != 0 || T::has_mins) {
+            const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
+            const __m256i m16 = T::has_mins ? _mm256_cvtepi8_epi16(T::mins8(b)) : _mm256_setzero_si256();
+            const float   dm  = T::dmin(b);
+            for (int r = 0; r < R; ++r) {
+                const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].bsums));
+                __m256        c    = _mm256_setzero_ps();
+                if (T::off != 0) {
+                    c = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, s16)),
+                                      _mm256_set1_ps(d * (float) T::off));
+                }
+                if (T::has_mins) {
+                    c = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, m16)), _mm256_set1_ps(dm), c);
+                }
+                corr[r] = _mm256_fmadd_ps(c, _mm256_set1_ps(x[r][ib].d), corr[r]);
+            }
+        }
+        for (int r = 0; r < R; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * x[r][ib].d), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        out[r] = hsum256(acc[r]) - hsum256(corr[r]);
+    }
+#else
+    float acc[R];
+    for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0f;
+    }
+    Group u;
+    for (int64_t ib = 0; ib < nsb; ++ib) {
+        T::scales(w[ib], k);
+        for (int r = 0; r < R; ++r) {
+            const block_q8_K & y   = x[r][ib];
+            int                suq = 0, soff = 0, smin = 0;
+            for (int g = 0; g < GROUPS; ++g) {
+                T::group(w[ib], g, u);
+                for (int l = 0; l < 32; ++l) {
+                    suq += k.s[2 * g + l / 16] * u[l] * y.qs[32 * g + l];
+                }
+            }
+            for (int h = 0; h < 16; ++h) {
+                soff += k.s[h] * y.bsums[h];
+                smin += k.m[h] * y.bsums[h];
+            }
+            acc[r] += y.d * (k.d * (float) (suq - T::off * soff) - k.dmin * (float) smin);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        out[r] = acc[r];
+    }
+#endif
+}
+
+constexpr int RK = 4; // b rows per tile: 3 accumulators each + the decoded group in 16 registers
+
+template <class T>
+void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const block_q8_K * qx) {
+    const int64_t      nsb = g.K / QK_K;
+    const block_q8_K * xrows[RK];
+    float              out[RK];
+    const char *       a0   = g.a_row(0, batch);
+    char *             d0   = g.dst_row(0, batch);
+    const size_t       a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
+    for (int64_t i = i0; i < i1; ++i) {
+        const char * wrow = a0 + i * a_nb;
+        for (int64_t m = 0; m < g.M; m += RK) {
+            const int r = (int) (g.M - m < RK ? g.M - m : RK);
+            for (int q = 0; q < r; ++q) {
+                xrows[q] = qx + (batch * g.M + m + q) * nsb;
+            }
+            switch (r) {
+                case 1: kq_tile<T, 1>(wrow, xrows, nsb, out); break;
+                case 2: kq_tile<T, 2>(wrow, xrows, nsb, out); break;
+                case 3: kq_tile<T, 3>(wrow, xrows, nsb, out); break;
+                default: kq_tile<T, 4>(wrow, xrows, nsb, out); break;
+            }
+            for (int q = 0; q < r; ++q) {
+                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
+            }
+        }
+    }
+}
+
+// the work buffer: the Q8_K blocks of every b row, then K floats per task (a b row not of F32)
+block_q8_K * carve_q8_k(const ComputeParams & p, const Geometry & g, float ** scratch) {
+    WorkCarver   carve(p.wdata);
+    block_q8_K * qx = carve.take<block_q8_K>((size_t) (g.n_batch * g.M * (g.K / QK_K)));
+    for (int t = 0; t <= p.ith; ++t) {
+        *scratch = carve.take<float>((size_t) g.K);
+    }
+    return qx;
+}
+
+// Phase 1: the tasks split the super-blocks of all b rows (not the rows: at M = 1 every task takes
+// a share of the one row) and quantize them with the client's Q8_K reference, then wait
+const block_q8_K * quantize_activations_q8_k(const ComputeParams & p, const Geometry & g) {
+    float *       scratch  = nullptr;
+    block_q8_K *  qx       = carve_q8_k(p, g, &scratch);
+    const auto    quantize = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K)->from_float_ref;
+    const int64_t nsb      = g.K / QK_K;
+    int64_t       j0, j1;
+    split_range(g.n_batch * g.M * nsb, p.ith, p.nth, j0, j1);
+    for (int64_t j = j0; j < j1;) {
+        const int64_t r = j / nsb, b0 = j % nsb, b1 = std::min(nsb, b0 + (j1 - j));
+        const char *  src = g.b_row(r % g.M, r / g.M) + b0 * QK_K * g.b->nb[0];
+        if (g.b->type == WSP_GGML_TYPE_F32 && g.b->nb[0] == sizeof(float)) {
+            quantize(reinterpret_cast<const float *>(src), qx + r * nsb + b0, (b1 - b0) * QK_K);
+        } else {
+            strided_row_to_f32(g.b->type, src, g.b->nb[0], scratch, (b1 - b0) * QK_K);
+            quantize(scratch, qx + r * nsb + b0, (b1 - b0) * QK_K);
+        }
+        j += b1 - b0;
+    }
+    p.barrier();
+    return qx;
+}
+
+} // namespace
+
+bool is_k_quant(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_Q2_K:
+        case WSP_GGML_TYPE_Q3_K:
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K:
+        case WSP_GGML_TYPE_Q6_K: return true;
+        default: return false;
+    }
+}
+
+float kq_dot(wsp_ggml_type t, const void * x, const block_q8_K * y, int64_t nsb) {
+    float out = 0.0f;
+    switch (t) {
+        case WSP_GGML_TYPE_Q2_K: kq_tile<KQ2, 1>(x, &y, nsb, &out); break;
+        case WSP_GGML_TYPE_Q3_K: kq_tile<KQ3, 1>(x, &y, nsb, &out); break;
+        case WSP_GGML_TYPE_Q4_K: kq_tile<KQ4, 1>(x, &y, nsb, &out); break;
+        case WSP_GGML_TYPE_Q5_K: kq_tile<KQ5, 1>(x, &y, nsb, &out); break;
+        default: kq_tile<KQ6, 1>(x, &y, nsb, &out); break;
+    }
+    return out;
+}
+
+size_t kq_work_size(const Geometry & g, int nth) {
+    return ALIGN + align_up((size_t) (g.n_batch * g.M * (g.K / QK_K)) * sizeof(block_q8_K)) +
+           (size_t) nth * align_up((size_t) g.K * sizeof(float));
+}
+
+void kq_compute(const ComputeParams & p, const Geometry & g) {
+    const block_q8_K * qx = quantize_activations_q8_k(p, g);
+    for_claimed_rows(p, g, dot_rows_per_item(g, p.nth), [&](int64_t batch, int64_t i0, int64_t i1) {
+        switch (g.a->type) {
+            case WSP_GGML_TYPE_Q2_K: rows_of<KQ2>(g, batch, i0, i1, qx); break;
+            case WSP_GGML_TYPE_Q3_K: rows_of<KQ3>(g, batch, i0, i1, qx); break;
+            case WSP_GGML_TYPE_Q4_K: rows_of<KQ4>(g, batch, i0, i1, qx); break;
+            case WSP_GGML_TYPE_Q5_K: rows_of<KQ5>(g, batch, i0, i1, qx); break;
+            default: rows_of<KQ6>(g, batch, i0, i1, qx); break;
+        }
+    });
+}
+
+} // namespace wsp::cpu::mm
