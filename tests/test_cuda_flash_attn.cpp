@@ -271,6 +271,27 @@ TEST(CudaFlashAttn, KvTypesAndLayouts) {
     }
 }
 
+// a block-quantized K/V cache (the FMA kernel dequantizes its elements; the CPU's Note [quantized
+// K/V]) at the head sizes of whole blocks the kernels have: the dequantized cache's attention, to F32
+// rounding
+TEST(CudaFlashAttn, QuantizedKv) {
+    REQUIRE_GPU();
+    for (wsp_ggml_type t :
+         { WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 }) {
+        for (int64_t D : { 64, 128 }) {
+            for (int64_t n_q : { 1, 17 }) {
+                FaCase c{ D, n_q, 77 };
+                c.kv_type = t;
+                check(c, 61);
+            }
+        }
+    }
+    FaCase p{ 64, 3, 100 };
+    p.kv_type = WSP_GGML_TYPE_Q8_0;
+    p.layout  = Lay::permuted;
+    check(p, 62);
+}
+
 // whisper: decoder self/cross attention steps (keys split over many CTAs and combined) and an
 // encoder-sized block (two heads keep the double reference quick)
 TEST(CudaFlashAttn, WhisperShapes) {

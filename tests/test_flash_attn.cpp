@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace wsp::test {
 namespace {
@@ -272,6 +273,29 @@ TEST(FlashAttn, KvTypesAndDv) {
             check_case(dv);
         }
     }
+}
+
+// A quantized K/V cache (Note [quantized K/V], src/cpu/flash_attn.cpp) at every head size whisper and
+// the op suites use, D / Dv = 64 ... 256 and 576 / 512, one query (a decode step) and 9 (the tiles):
+// the result is the dequantized cache's attention, to F32 rounding as for the float types
+TEST(FlashAttn, QuantizedKv) {
+    for (wsp_ggml_type t :
+         { WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q4_0, WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 }) {
+        for (std::pair<int64_t, int64_t> d :
+             { std::pair<int64_t, int64_t>{ 64, 64 }, { 128, 128 }, { 192, 192 }, { 256, 256 }, { 576, 512 } }) {
+            for (int64_t n_q : { 1, 9 }) {
+                FaCase c{ d.first, d.second, n_q, 77 };
+                c.kv_type = t;
+                c.ne3     = 1;
+                check_case(c);
+            }
+        }
+    }
+    // a permuted view keeps each row's blocks contiguous
+    FaCase p{ 64, 64, 5, 40 };
+    p.kv_type = WSP_GGML_TYPE_Q4_1;
+    p.layout  = QkvLayout::permuted;
+    check_case(p);
 }
 
 // permuted views keep rows contiguous along D (both paths read them in place); strided_d views

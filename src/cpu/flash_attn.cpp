@@ -60,6 +60,7 @@ struct Attn {
     wsp_ggml_tensor *      dst;
     int64_t                D, Dv, n_q, n_kv, n_head;
     float                  qscale, softcap, max_bias;
+    bool                   kv_float; // K and V both of a float type
 };
 
 // scores of one query row for keys kb..kb+nk: softcap, mask, -inf past the last key
@@ -95,9 +96,10 @@ void attend_chunk(const Attn & a, const Scratch & sc, int64_t b, int64_t h, int6
     }
     std::fill(sc.o, sc.o + nq * Dvp, 0.0f);
 
-    // the few-query path reads K and V rows in place, so it needs them contiguous along D
-    const bool direct =
-        nq <= fa::DIRECT_MAX_Q && k->nb[0] == wsp_ggml_type_size(k->type) && v->nb[0] == wsp_ggml_type_size(v->type);
+    // the few-query path reads float K and V rows in place, so it needs them contiguous along D; a
+    // quantized K or V (Note [quantized K/V]) takes the tiles, which dequantize a block of rows
+    const bool direct = nq <= fa::DIRECT_MAX_Q && a.kv_float && k->nb[0] == wsp_ggml_type_size(k->type) &&
+                        v->nb[0] == wsp_ggml_type_size(v->type);
     for (int64_t kb = 0; kb < a.n_kv; kb += BLOCK_K) {
         const int64_t nk = std::min(BLOCK_K, a.n_kv - kb);
         if (mask0 != nullptr && fa::mask_block_all_inf(mask->type, mask0, mask->nb[1], nq, kb, nk)) {
@@ -140,6 +142,7 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     a.max_bias        = get_op_param_f32(dst, 1);
     a.softcap         = get_op_param_f32(dst, 2);
     a.qscale          = a.softcap != 0.0f ? scale / a.softcap : scale;
+    a.kv_float        = is_float_type(a.k->type) && is_float_type(a.v->type);
 
     char * base = static_cast<char *>(p.wdata) + (size_t) p.ith * task_bytes(dst);
     base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
@@ -156,13 +159,33 @@ void compute(const ComputeParams & p, wsp_ggml_tensor * dst) {
     }
 }
 
+// Note [quantized K/V]: a K or V cache of Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 (the types the client's
+// CPU attends over: a half or a quarter of an F16 cache's bytes) is read a block of BLOCK_K rows at
+// a time through the type's dequantizer into the tiles' F32 buffers, so the queries stay F32 and
+// the scores are those of the dequantized cache (the client quantizes the queries to K's vec_dot
+// type first). The rows must hold whole blocks, contiguous.
+bool kv_type_ok(const wsp_ggml_tensor * t) {
+    if (is_float_type(t->type)) {
+        return true;
+    }
+    switch (t->type) {
+        case WSP_GGML_TYPE_Q8_0:
+        case WSP_GGML_TYPE_Q4_0:
+        case WSP_GGML_TYPE_Q4_1:
+        case WSP_GGML_TYPE_Q5_0:
+        case WSP_GGML_TYPE_Q5_1:
+            return t->nb[0] == wsp_ggml_type_size(t->type) && t->ne[0] % wsp_ggml_blck_size(t->type) == 0;
+        default: return false;
+    }
+}
+
 bool supported(const wsp_ggml_tensor * dst) {
     const wsp_ggml_tensor * q    = dst->src[0];
     const wsp_ggml_tensor * k    = dst->src[1];
     const wsp_ggml_tensor * v    = dst->src[2];
     const wsp_ggml_tensor * mask = dst->src[3];
-    return dst->type == WSP_GGML_TYPE_F32 && dst->nb[0] == sizeof(float) && is_float_type(q->type) &&
-           is_float_type(k->type) && is_float_type(v->type) && (mask == nullptr || is_float_type(mask->type));
+    return dst->type == WSP_GGML_TYPE_F32 && dst->nb[0] == sizeof(float) && is_float_type(q->type) && kv_type_ok(k) &&
+           kv_type_ok(v) && (mask == nullptr || is_float_type(mask->type));
 }
 
 int n_tasks(const wsp_ggml_tensor * dst, int n_threads) {

@@ -66,6 +66,7 @@ Params make_params(const wsp_ggml_tensor * t) {
     p.log2_m0     = -max_bias / (float) p.n_head_log2;
     p.log2_m1     = -(max_bias / 2.0f) / (float) p.n_head_log2;
     p.kv_vec      = k->type == WSP_GGML_TYPE_F16 && k->nb[0] == 2 && v->nb[0] == 2 && aligned16(k) && aligned16(v);
+    p.kv_quant    = is_block_quant(k->type);
     return p;
 }
 
@@ -107,10 +108,16 @@ __global__ void combine_kernel(const Params p, const int d, const int64_t n_rows
 
 bool supported(const wsp_ggml_tensor * t) {
     const wsp_ggml_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *mask = t->src[3];
-    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(q->type) &&
-           is_float_type(k->type) && k->type == v->type && (mask == nullptr || is_float_type(mask->type)) &&
-           q->ne[0] == v->ne[0] && fa::head_size_supported(q->ne[0]) && q->ne[2] <= 65535 && q->ne[1] <= INT32_MAX &&
-           k->ne[1] <= INT32_MAX && q->ne[1] * q->ne[2] * q->ne[3] <= INT32_MAX;
+    // K and V of one float type, or of one block type with rows of whole blocks (the vector kernel
+    // dequantizes their elements: the CPU's Note [quantized K/V])
+    const bool kv_ok =
+        k->type == v->type && (is_float_type(k->type) ||
+                               (is_block_quant(k->type) && k->nb[0] == wsp_ggml_type_size(k->type) &&
+                                v->nb[0] == wsp_ggml_type_size(v->type) && k->ne[0] % QK == 0 && v->ne[0] % QK == 0));
+    return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(q->type) && kv_ok &&
+           (mask == nullptr || is_float_type(mask->type)) && q->ne[0] == v->ne[0] &&
+           fa::head_size_supported(q->ne[0]) && q->ne[2] <= 65535 && q->ne[1] <= INT32_MAX && k->ne[1] <= INT32_MAX &&
+           q->ne[1] * q->ne[2] * q->ne[3] <= INT32_MAX;
 }
 
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {

@@ -6,6 +6,7 @@
 // leaves its unnormalised output with its running max and sum, and a combine kernel merges them.
 
 #include "common.cuh"
+#include "quant.cuh"
 
 namespace wsp::cuda::fa {
 
@@ -40,7 +41,8 @@ struct Params {
     float        log2_m0, log2_m1; // log2 of the ALiBi bases; max_bias <= 0 gives slope 1
     int          n_head_log2;
     bool         alibi;
-    bool         kv_vec; // K and V are F16 with 16-byte aligned rows: vector loads
+    bool         kv_vec;   // K and V are F16 with 16-byte aligned rows: vector loads
+    bool         kv_quant; // K and V are of one block type (quant.cuh): elements dequantized
 };
 
 // ALiBi slope of head h: the CPU's m0^(h + 1) or m1^(2 (h - n_head_log2) + 1) (vec.cpp:

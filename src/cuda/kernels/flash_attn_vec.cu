@@ -2,7 +2,8 @@
 // one head and walks its chunk of keys 128 at a time, one key per thread for Q.K^T (the key row
 // read once for all NQ queries), then one column pair per thread for P.V with the keys split
 // among thread groups. It serves decode steps (few queries: the split-KV chunks fill the device)
-// and every K/V type and layout; the tensor-core kernel takes the long F16 runs.
+// and every K/V type and layout (block-quantized K/V element by element); the tensor-core kernel
+// takes the long F16 runs.
 
 #include "flash_attn.cuh"
 
@@ -42,7 +43,8 @@ __device__ __forceinline__ void dot_key(const Params & p, const char * krow, con
         return;
     }
     for (int d = 0; d < D; ++d) {
-        const float kd = load_f(p.kv_type, krow + (int64_t) d * p.k_nb[0]);
+        const float kd =
+            p.kv_quant ? dequantize_row_elem(p.kv_type, krow, d) : load_f(p.kv_type, krow + (int64_t) d * p.k_nb[0]);
 #pragma unroll
         for (int i = 0; i < NQ; ++i) {
             s[i] += q[i][d] * kd;
@@ -53,6 +55,9 @@ __device__ __forceinline__ void dot_key(const Params & p, const char * krow, con
 __device__ __forceinline__ float2 load_v2(const Params & p, const char * vrow, int col) {
     if (p.kv_vec) {
         return half2_bits(*reinterpret_cast<const uint32_t *>(vrow + (int64_t) col * 2));
+    }
+    if (p.kv_quant) {
+        return make_float2(dequantize_row_elem(p.kv_type, vrow, col), dequantize_row_elem(p.kv_type, vrow, col + 1));
     }
     return make_float2(load_f(p.kv_type, vrow + (int64_t) col * p.v_nb[0]),
                        load_f(p.kv_type, vrow + (int64_t) (col + 1) * p.v_nb[0]));
