@@ -177,7 +177,8 @@ void check(const MmCase & c, uint32_t seed) {
     g.build(y);
     ASSERT_GT(fill_inputs(g, seed), 0);
     const Ref           ref  = reference(c, get_values(w), get_values(x));
-    const bool          dot  = c.M <= cuda_dot_max_rows();
+    const bool          kq   = wsp_ggml_blck_size(c.w_type) == 256; // the K-quants (mul_mat_q.cu)
+    const bool          dot  = kq ? c.M <= 8 : c.M <= cuda_dot_max_rows();
     const bool          many = ref.exact.size() >= MIN_OUTPUTS_FOR_NMSE;
     const double        u    = std::ldexp(1.0, -24);
     const int64_t       nblk = c.K / 32;
@@ -186,7 +187,18 @@ void check(const MmCase & c, uint32_t seed) {
         SCOPED_TRACE(WSP_GGML_CUDA_NAME + std::to_string(d));
         const std::vector<float> got = cuda_output(g, y, d);
         ASSERT_EQ(got.size(), ref.exact.size());
-        if (dot) {
+        if (dot && kq) {
+            // Note [K-quant dot]: exact weights and activations, F32 sums (K / 32 terms a lane, then
+            // the 32 lanes' reduction)
+            const double rounding = (double) (c.K / 32 + 32) * u;
+            for (size_t i = 0; i < bound.size(); ++i) {
+                bound[i] = rounding * ref.abs_exact[i];
+            }
+            expect_within(got, ref.exact, bound, "K-quant dot path vs exact");
+            if (many) {
+                EXPECT_LT(nmse(got, ref.exact), DOT_VS_Q8_NMSE);
+            }
+        } else if (dot) {
             const double rounding = (double) (4 * 4 * nblk + 32) * u;
             for (size_t i = 0; i < bound.size(); ++i) {
                 bound[i] = rounding * ref.s8[i];
@@ -255,6 +267,27 @@ TEST(CudaMulMatQ, BroadcastAndLayouts) {
     }
 }
 
+// K-quant weights: the dot kernel of exact values up to 8 rows, the F16 GEMM past them; depths of
+// one and five super-blocks, a broadcast with F16 permuted activations, strided weight rows
+TEST(CudaMulMatQ, KQuantWeights) {
+    REQUIRE_GPU();
+    uint32_t seed = 71;
+    for (wsp_ggml_type t :
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+        for (int64_t M : { 1, 3, 8, 9, 70 }) {
+            for (int64_t K : { 256, 1280 }) {
+                check({ t, WSP_GGML_TYPE_F32, K, 37, M }, seed++);
+            }
+        }
+        for (int64_t M : { 5, 20 }) {
+            MmCase c{ t, WSP_GGML_TYPE_F16, 256, 19, M };
+            c.a2 = 2, c.b2 = 4, c.b3 = 3;
+            c.x_layout = Layout::Permuted;
+            check(c, seed++);
+        }
+    }
+}
+
 // a scratch budget of 64 weight rows: the GEMM path runs 4 slabs, the last one short
 TEST(CudaMulMatQ, GemmInSlabs) {
     REQUIRE_GPU();
@@ -305,7 +338,7 @@ TEST(CudaMulMatQ, SupportsQuantizedWeights) {
         EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, w, x))) << wsp_ggml_type_name(t);
     }
     // types without a kernel are refused, not miscomputed
-    wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_Q4_K, 256, 5);
+    wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_IQ4_XS, 256, 5);
     wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 256, 3);
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, k, x)));
     wsp_ggml_free(ctx);

@@ -398,6 +398,25 @@ wsp_ggml_tensor * copy_to(wsp_ggml_context * ctx, wsp_ggml_tensor * src, wsp_ggm
     return wsp_ggml_cpy(ctx, src, wsp_ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]));
 }
 
+// the K-quants' rows (a whisper K-quant model's token embedding), read element by element bit for
+// bit as the CPU's to_float
+TEST(CudaGetRows, KQuantRows) {
+    REQUIRE_GPU();
+    for (wsp_ggml_type type :
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+        SCOPED_TRACE(wsp_ggml_type_name(type));
+        compare(
+            [&](wsp_ggml_context * ctx) {
+                wsp_ggml_tensor * a = wsp_ggml_new_tensor_4d(ctx, type, 512, 11, 3, 2);
+                wsp_ggml_tensor * b = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_I32, 7, 3, 4);
+                wsp_ggml_set_input(a);
+                wsp_ggml_set_input(b);
+                wsp_ggml_set_name(b, "idx");
+                return std::vector<wsp_ggml_tensor *>{ wsp_ggml_get_rows(ctx, a, b) };
+            },
+            index_fill(11));
+    }
+}
 TEST(CudaCpy, QuantizeAndDequantizeBitExact) {
     REQUIRE_GPU();
     for (wsp_ggml_type q : quant_types()) {

@@ -265,6 +265,22 @@ TEST(CudaConv, MulMatId) {
         expert_ids(3, true));
 }
 
+// K-quant experts (rows of whole super-blocks), dequantized element by element on both sides
+TEST(CudaConv, MulMatIdKQuants) {
+    REQUIRE_GPU();
+    for (wsp_ggml_type at :
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+        SCOPED_TRACE(wsp_ggml_type_name(at));
+        compare(
+            [&](wsp_ggml_context * ctx) {
+                wsp_ggml_tensor * as = operand(ctx, at, { 512, 9, 4 }, Layout::Contiguous);
+                wsp_ggml_tensor * b  = operand(ctx, WSP_GGML_TYPE_F32, { 512, 2, 5 }, Layout::Strided);
+                return wsp_ggml_mul_mat_id(ctx, as, b, input(ctx, WSP_GGML_TYPE_I32, { 2, 5 }));
+            },
+            expert_ids(4, false));
+    }
+}
+
 TEST(CudaConv, OutProd) {
     REQUIRE_GPU();
     struct Case {

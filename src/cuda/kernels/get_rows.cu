@@ -1,5 +1,5 @@
 // GET_ROWS: dst[:, i10, i11, i12] = a[:, b[i10, i11, i12], i11, i12 % a->ne3]. Rows of
-// F32/F16/BF16 or of a quantized block type are converted to F32; I32 rows are copied. An index
+// F32/F16/BF16 or of a quantized block type (K-quants too) are converted to F32; I32 rows are copied. An index
 // outside a's rows gives a zero row: the CPU logs it, but a kernel has no cheap way to report
 // (and the backend never synchronises inside a launch), so the GPU only writes the zeros.
 
@@ -50,7 +50,8 @@ bool supported(const wsp_ggml_tensor * t) {
         return t->type == WSP_GGML_TYPE_I32;
     }
     // quantized rows: blocks packed along dim 0, as dequantize_row_elem reads them
-    const bool rows_ok = is_float_type(a->type) || (is_block_quant(a->type) && a->nb[0] == wsp_ggml_type_size(a->type));
+    const bool rows_ok =
+        is_float_type(a->type) || (is_dequantizable(a->type) && a->nb[0] == wsp_ggml_type_size(a->type));
     return t->type == WSP_GGML_TYPE_F32 && rows_ok;
 }
 
@@ -59,7 +60,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const int64_t           rows = wsp_ggml_nelements(t->src[1]);
     const RowGrid           g    = row_grid(t->ne[0], rows);
     gpu::launch(get_rows_kernel, g.grid, g.block, 0, ctx.stream, view_of(a), view_of(t->src[1]), view_of(t), rows,
-                is_block_quant(a->type));
+                is_dequantizable(a->type));
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

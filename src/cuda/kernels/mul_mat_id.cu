@@ -1,5 +1,5 @@
 // MUL_MAT_ID: dst[:, e, t] = as[:, :, ids[e, t]] x b[:, e % b->ne1, t]. Experts F32/F16/BF16
-// (any strides) or Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 with packed blocks, b F32/F16/BF16 any strides, ids
+// (any strides) or Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 or a K-quant with packed blocks, b F32/F16/BF16 any strides, ids
 // I32, dst F32. One warp per (weight row, (e, t) pair): the lanes stride over K and reduce by
 // shuffles; a block holds ROW_WARPS rows, blocks in y stride over the pairs. An id outside the
 // experts gives a zero (the CPU also logs it; a kernel cannot cheaply).
@@ -48,8 +48,8 @@ bool supported(const wsp_ggml_tensor * t) {
         t->ne[0] != as->ne[1] || t->ne[1] != ids->ne[0] || t->ne[2] != ids->ne[1] || b->ne[1] < 1) {
         return false;
     }
-    return is_float_type(as->type) ||
-           (is_block_quant(as->type) && as->nb[0] == wsp_ggml_type_size(as->type) && as->ne[0] % QK == 0);
+    return is_float_type(as->type) || (is_dequantizable(as->type) && as->nb[0] == wsp_ggml_type_size(as->type) &&
+                                       as->ne[0] % wsp_ggml_blck_size(as->type) == 0);
 }
 
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
@@ -58,7 +58,7 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     const int64_t           bx      = (as->ne[1] + ROW_WARPS - 1) / ROW_WARPS;
     const dim3 grid((unsigned) (bx < 1 ? 1 : bx), (unsigned) (n_pairs < 1 ? 1 : n_pairs < 65535 ? n_pairs : 65535));
     gpu::launch(mul_mat_id_kernel, grid, dim3(ROW_WARPS * WARP_SIZE), 0, ctx.stream, view_of(as), view_of(t->src[1]),
-                view_of(t->src[2]), view_of(t), is_block_quant(as->type), n_pairs);
+                view_of(t->src[2]), view_of(t), is_dequantizable(as->type), n_pairs);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

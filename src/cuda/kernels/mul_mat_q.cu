@@ -3,6 +3,7 @@
 // scratch budget) and hands each slab to the cuBLAS path of mul_mat.cu as a float-weight node
 // whose dst is the matching column range; the activations are converted to F16 once for all slabs.
 
+#include "block_reduce.cuh"
 #include "kernels.cuh"
 #include "mul_mat_q.cuh"
 #include "quant.cuh"
@@ -75,6 +76,26 @@ __global__ void dequant_f16_kernel(const DequantLayout l) {
     }
 }
 
+// the K-quants (and any type dequantize_row_elem reads): one thread per 8 values of a row, each read
+// through the element dequantizer, written as 16 bytes (K a multiple of 256: rows of 512 bytes)
+__global__ void dequant_f16_elem_kernel(const DequantLayout l, int type) {
+    const int64_t per_row = l.K / 8;
+    const int64_t stride  = (int64_t) gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < l.n_pieces; i += stride) {
+        const int64_t p = i % per_row, row = i / per_row; // row over (n, i2, i3)
+        const int64_t n = row % l.rows, i2 = (row / l.rows) % l.ne02, i3 = row / (l.rows * l.ne02);
+        const char *  src = l.a + (l.n0 + n) * l.a_nb1 + i2 * l.a_nb2 + i3 * l.a_nb3;
+        uint32_t      h[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int64_t j = 8 * p + 2 * e;
+            h[e]            = (uint32_t) __half_as_ushort(__float2half_rn(dequantize_row_elem(type, src, j))) |
+                   ((uint32_t) __half_as_ushort(__float2half_rn(dequantize_row_elem(type, src, j + 1))) << 16);
+        }
+        *reinterpret_cast<uint4 *>(l.out + row * l.K + 8 * p) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+}
+
 bool launch_dequant(LaunchCtx & ctx, wsp_ggml_type type, const DequantLayout & l) {
     const int64_t blocks = std::min<int64_t>((l.n_pieces + 255) / 256, (int64_t) 1 << 20);
     switch (type) {
@@ -93,7 +114,12 @@ bool launch_dequant(LaunchCtx & ctx, wsp_ggml_type type, const DequantLayout & l
         case WSP_GGML_TYPE_Q8_0:
             gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q8_0>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
-        default: return false;
+        default:
+            if (!is_k_quant(type)) {
+                return false;
+            }
+            gpu::launch(dequant_f16_elem_kernel, (unsigned) blocks, 256, 0, ctx.stream, l, (int) type);
+            break;
     }
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
@@ -171,6 +197,62 @@ bool gemm_path(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     return true;
 }
 
+// Note [K-quant dot]: a K-quant weight at few activation rows: one warp per weight row (and batch),
+// its lanes striding over K, each weight element dequantized once (dequantize_row_elem) and
+// multiplied with up to KQ_ROWS activation rows in F32, then summed by shuffles. Exact weights and
+// activations, F32 sums: the CPU's K-quant dot path quantizes the activations to Q8_K, so the two
+// differ by that rounding (the CPU stays the reference).
+constexpr int KQ_WARPS = 4;
+constexpr int KQ_ROWS  = 8;
+
+__global__ void kq_dot_kernel(TensorView a, TensorView b, TensorView d, int64_t n_batches) {
+    const int     lane = (int) threadIdx.x % WARP_SIZE;
+    const int64_t n    = (int64_t) blockIdx.x * KQ_WARPS + threadIdx.x / WARP_SIZE;
+    if (n >= a.ne[1]) {
+        return; // the whole warp: the shuffles below stay full-warp
+    }
+    const int M = (int) b.ne[1];
+    for (int64_t bt = blockIdx.y; bt < n_batches; bt += gridDim.y) {
+        const int64_t i2 = bt % d.ne[2], i3 = bt / d.ne[2];
+        const char *  pa =
+            a.data + n * a.nb[1] + (i2 / (d.ne[2] / a.ne[2])) * a.nb[2] + (i3 / (d.ne[3] / a.ne[3])) * a.nb[3];
+        const char * pb = b.data + i2 * b.nb[2] + i3 * b.nb[3];
+        float        acc[KQ_ROWS];
+#pragma unroll
+        for (int m = 0; m < KQ_ROWS; ++m) {
+            acc[m] = 0.0f;
+        }
+        for (int64_t k = lane; k < a.ne[0]; k += WARP_SIZE) {
+            const float w = dequantize_row_elem(a.type, pa, k);
+#pragma unroll
+            for (int m = 0; m < KQ_ROWS; ++m) {
+                if (m < M) {
+                    acc[m] = fmaf(w, load_f(b.type, pb + k * b.nb[0] + m * b.nb[1]), acc[m]);
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < KQ_ROWS; ++m) {
+            if (m < M) {
+                const float v = warp_reduce(acc[m], SumOp());
+                if (lane == 0) {
+                    *reinterpret_cast<float *>(d.data + n * d.nb[0] + m * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = v;
+                }
+            }
+        }
+    }
+}
+
+bool kq_dot(LaunchCtx & ctx, wsp_ggml_tensor * t) {
+    const wsp_ggml_tensor * a         = t->src[0];
+    const int64_t           n_batches = t->ne[2] * t->ne[3];
+    const int64_t           bx        = (a->ne[1] + KQ_WARPS - 1) / KQ_WARPS;
+    const dim3              grid((unsigned) std::max<int64_t>(bx, 1), (unsigned) std::min<int64_t>(n_batches, 65535));
+    gpu::launch(kq_dot_kernel, grid, dim3(KQ_WARPS * WARP_SIZE), 0, ctx.stream, view_of(a), view_of(t->src[1]),
+                view_of(t), n_batches);
+    return WSP_CUDA_LAUNCH_OK(ctx.physical);
+}
+
 int64_t read_dot_max_rows() {
     const char *    env = std::getenv("WSP_GGML_CUDA_MMQ_DOT_MAX_ROWS");
     const long long v   = env != nullptr ? std::atoll(env) : 0;
@@ -185,17 +267,17 @@ int64_t mmq_dot_max_rows() {
 }
 
 bool mmq_type_supported(wsp_ggml_type t) {
-    return t == WSP_GGML_TYPE_Q4_0 || t == WSP_GGML_TYPE_Q4_1 || t == WSP_GGML_TYPE_Q5_0 || t == WSP_GGML_TYPE_Q5_1 ||
-           t == WSP_GGML_TYPE_Q8_0;
+    return is_block_quant(t) || is_k_quant(t);
 }
 
 bool mul_mat_q_supported(const wsp_ggml_tensor * t) {
     const wsp_ggml_tensor *a = t->src[0], *b = t->src[1];
     // blocks back to back along rows; 2-byte aligned row strides for the 16-bit loads of the
     // block fields (every block size is even); dst rows of F32 for cuBLAS (ldc = nb1 / 4)
-    return mmq_type_supported(a->type) && a->nb[0] == wsp_ggml_type_size(a->type) && a->ne[0] % QK == 0 &&
-           a->nb[1] % 2 == 0 && a->nb[2] % 2 == 0 && a->nb[3] % 2 == 0 && is_float_type(b->type) &&
-           t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0;
+    return mmq_type_supported(a->type) && a->nb[0] == wsp_ggml_type_size(a->type) &&
+           a->ne[0] % wsp_ggml_blck_size(a->type) == 0 && a->nb[1] % 2 == 0 && a->nb[2] % 2 == 0 && a->nb[3] % 2 == 0 &&
+           is_float_type(b->type) && t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) &&
+           t->nb[1] % sizeof(float) == 0;
 }
 
 bool mul_mat_q_launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
@@ -206,7 +288,11 @@ bool mul_mat_q_launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     if (t->src[0]->ne[0] == 0) { // an empty sum: zeros, as on the CPU (dst is a fresh contiguous tensor)
         return WSP_CUDA_OK(cudaMemsetAsync(t->data, 0, wsp_ggml_nbytes(t), ctx.stream), ctx.physical);
     }
-    return t->src[1]->ne[1] <= mmq_dot_max_rows() ? mul_mat_q_dot(ctx, t) : gemm_path(ctx, t);
+    const int64_t M = t->src[1]->ne[1];
+    if (is_k_quant(t->src[0]->type)) {
+        return M <= KQ_ROWS ? kq_dot(ctx, t) : gemm_path(ctx, t);
+    }
+    return M <= mmq_dot_max_rows() ? mul_mat_q_dot(ctx, t) : gemm_path(ctx, t);
 }
 
 } // namespace wsp::cuda

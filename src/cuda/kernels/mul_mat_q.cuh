@@ -1,9 +1,10 @@
 #pragma once
 
-// MUL_MAT with quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): dst[N, M, b2, b3] = W[K, N]^T
-// x[K, M, b2, b3], W's rows whole blocks (K a multiple of 32), broadcast over dims 2-3. Two paths,
-// chosen from M alone (Note [mmq paths]): a dot kernel on 8-bit activations for few rows, and the
-// weight dequantized to F16 for cuBLAS for many.
+// MUL_MAT with quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, and the K-quants Q2_K ... Q6_K):
+// dst[N, M, b2, b3] = W[K, N]^T x[K, M, b2, b3], W's rows whole blocks (K a multiple of 32, or 256),
+// broadcast over dims 2-3. Two paths, chosen from M alone (Note [mmq paths]): a dot kernel on
+// 8-bit activations for few rows (for the K-quants one on F32 activations: Note [K-quant dot] in
+// mul_mat_q.cu), and the weight dequantized to F16 for cuBLAS for many.
 
 #include "../ops.cuh"
 

@@ -1,10 +1,10 @@
 #pragma once
 
 // Device side of the quantized block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and Q8_1 for mul_mat
-// activations). The block structs are those of src/core/quants.h, so host and device share one
-// layout. Quantizing a block is bit-exact with the CPU reference (Note [quantizer rounding]).
-// The names below are an interface shared with the quantized mul_mat and flash-attention
-// kernels: keep them stable.
+// activations), and the K-quants' dequantizers (element by element). The block structs are those of src/core/quants.h,
+// so host and device share one layout. Quantizing a block is bit-exact with the CPU reference (Note [quantizer
+// rounding]). The names below are an interface shared with the quantized mul_mat and flash-attention kernels: keep them
+// stable.
 
 #include "../../core/quants.h"
 #include "common.cuh"
@@ -100,11 +100,109 @@ __device__ __forceinline__ float dequantize(const void * block, int j) {
     }
 }
 
+// ---- the K-quants (super-blocks of QK_K = 256): element j of one block, bit for bit the CPU's
+// to_float (src/core/quants_k.cpp: the same products, rounded as written)
+
+using wsp::block_q2_K;
+using wsp::block_q3_K;
+using wsp::block_q4_K;
+using wsp::block_q5_K;
+using wsp::block_q6_K;
+using wsp::QK_K;
+
+// Q2_K ... Q6_K: GET_ROWS, MUL_MAT (mul_mat_q.cu) and MUL_MAT_ID read them element by element
+inline bool is_k_quant(wsp_ggml_type t) {
+    return t == WSP_GGML_TYPE_Q2_K || t == WSP_GGML_TYPE_Q3_K || t == WSP_GGML_TYPE_Q4_K || t == WSP_GGML_TYPE_Q5_K ||
+           t == WSP_GGML_TYPE_Q6_K;
+}
+
+// the types dequantize_row_elem reads
+inline bool is_dequantizable(wsp_ggml_type t) {
+    return is_block_quant(t) || is_k_quant(t);
+}
+
+// Q2_K / Q3_K / Q6_K value j sits at half n = j / 128, shift group s = (j % 128) / 32, byte l = j % 32
+// of its half; its 16-value scale is number 8 n + 2 s + l / 16
+__device__ __forceinline__ float dequantize_q2_K(const block_q2_K * b, int j) {
+    const int     n = j / 128, s = (j % 128) / 32, l = j % 32;
+    const uint8_t sc = b->scales[8 * n + 2 * s + l / 16];
+    const int     q  = (b->qs[32 * n + l] >> (2 * s)) & 3;
+    const float   dl = __fmul_rn(fp16_bits_to_float(b->d), (float) (sc & 0xF));
+    const float   ml = __fmul_rn(fp16_bits_to_float(b->dmin), (float) (sc >> 4));
+    return __fsub_rn(__fmul_rn(dl, (float) q), ml);
+}
+
+__device__ __forceinline__ float dequantize_q3_K(const block_q3_K * b, int j) {
+    const int n = j / 128, s = (j % 128) / 32, l = j % 32, is = 8 * n + 2 * s + l / 16;
+    // the 6-bit scale: the low 4 bits in bytes 0..7, the high 2 in bytes 8..11
+    const int   low  = is < 8 ? b->scales[is] & 0xF : b->scales[is - 8] >> 4;
+    const int   high = (b->scales[8 + is % 4] >> (2 * (is / 4))) & 3;
+    const float dl   = __fmul_rn(fp16_bits_to_float(b->d), (float) ((low | (high << 4)) - 32));
+    const int   hbit = (b->hmask[l] >> (4 * n + s)) & 1;
+    const int   q    = ((b->qs[32 * n + l] >> (2 * s)) & 3) - (hbit ? 0 : 4);
+    return __fmul_rn(dl, (float) q);
+}
+
+// Q4_K / Q5_K: group g = j / 32 has a 6-bit scale and min (the CPU's scale_min_k4)
+__device__ __forceinline__ void scale_min_k4_dev(int g, const uint8_t * q, int & d, int & m) {
+    if (g < 4) {
+        d = q[g] & 63;
+        m = q[g + 4] & 63;
+    } else {
+        d = (q[g + 4] & 0xF) | ((q[g - 4] >> 6) << 4);
+        m = (q[g + 4] >> 4) | ((q[g] >> 6) << 4);
+    }
+}
+
+template <typename Block>
+__device__ __forceinline__ float dequantize_k4_group(const Block * b, int j, int q) {
+    int sc, m;
+    scale_min_k4_dev(j / 32, b->scales, sc, m);
+    const float dg = __fmul_rn(fp16_bits_to_float(b->d), (float) sc);
+    const float mg = __fmul_rn(fp16_bits_to_float(b->dmin), (float) m);
+    return __fsub_rn(__fmul_rn(dg, (float) q), mg);
+}
+
+// groups 2i and 2i + 1 share bytes 32i .., low and high nibbles
+__device__ __forceinline__ int k4_nibble(const uint8_t * qs, int j) {
+    const int     g = j / 32;
+    const uint8_t v = qs[32 * (g / 2) + j % 32];
+    return g % 2 == 0 ? (v & 0xF) : (v >> 4);
+}
+
+__device__ __forceinline__ float dequantize_q4_K(const block_q4_K * b, int j) {
+    return dequantize_k4_group(b, j, k4_nibble(b->qs, j));
+}
+
+__device__ __forceinline__ float dequantize_q5_K(const block_q5_K * b, int j) {
+    const int high = (b->qh[j % 32] >> (j / 32)) & 1;
+    return dequantize_k4_group(b, j, k4_nibble(b->qs, j) | (high << 4));
+}
+
+__device__ __forceinline__ float dequantize_q6_K(const block_q6_K * b, int j) {
+    const int       n = j / 128, t = (j % 128) / 32, l = j % 32;
+    const uint8_t * ql  = b->ql + 64 * n + 32 * (t % 2);
+    const int       low = t < 2 ? ql[l] & 0xF : ql[l] >> 4;
+    const int       q   = (low | (((b->qh[32 * n + l] >> (2 * t)) & 3) << 4)) - 32;
+    const float     dsc = __fmul_rn(fp16_bits_to_float(b->d), (float) b->scales[8 * n + l / 16 + 2 * t]);
+    return __fmul_rn(dsc, (float) q);
+}
+
 // element i of a row of blocks whose type is known at run time (a uniform branch); type must be
-// one of is_block_quant's
+// one of is_dequantizable's
 __device__ __forceinline__ float dequantize_row_elem(int type, const char * row, int64_t i) {
     const int j = (int) (i % QK);
     switch (type) {
+        case WSP_GGML_TYPE_Q2_K:
+            return dequantize_q2_K(reinterpret_cast<const block_q2_K *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_Q3_K:
+            return dequantize_q3_K(reinterpret_cast<const block_q3_K *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_Q4_K:
+            return dequantize_q4_K(reinterpret_cast<const block_q4_K *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_Q5_K:
+            return dequantize_q5_K(reinterpret_cast<const block_q5_K *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_Q6_K:
+            return dequantize_q6_K(reinterpret_cast<const block_q6_K *>(row) + i / QK_K, (int) (i % QK_K));
         case WSP_GGML_TYPE_Q4_0: return dequantize_q4_0(reinterpret_cast<const block_q4_0 *>(row) + i / QK, j);
         case WSP_GGML_TYPE_Q4_1: return dequantize_q4_1(reinterpret_cast<const block_q4_1 *>(row) + i / QK, j);
         case WSP_GGML_TYPE_Q5_0: return dequantize_q5_0(reinterpret_cast<const block_q5_0 *>(row) + i / QK, j);
