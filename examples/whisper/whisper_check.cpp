@@ -15,6 +15,7 @@
 #include "ggml-sim.h"
 #include "whisper.h"
 
+#include "greedy.h"
 #include "wav.h"
 
 #include <algorithm>
@@ -405,20 +406,7 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
 }
 
 bool greedy(whisper_context * ctx, const std::vector<float> & pcm, const Options & o, RunResult & r) {
-    whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-    p.n_threads           = o.threads;
-    p.no_timestamps       = true;
-    p.no_context          = true;
-    p.single_segment      = true;
-    p.language            = "en";
-    p.detect_language     = false;
-    p.temperature         = 0.0f;
-    p.temperature_inc     = 0.0f; // no fallback to higher temperatures
-    p.max_tokens          = o.tokens;
-    p.print_progress      = false;
-    p.print_realtime      = false;
-    p.print_special       = false;
-    p.print_timestamps    = false;
+    const whisper_full_params p = wsp::example::greedy_params(o.threads, o.tokens);
     if (whisper_full(ctx, p, pcm.data(), int(pcm.size())) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_full failed\n");
         return false;

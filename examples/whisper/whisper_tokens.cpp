@@ -5,6 +5,7 @@
 // ours gives. The decoding is whisper_check's greedy run: language "en", no timestamps, temperature
 // 0 without fallback, one segment.
 
+#include "greedy.h"
 #include "wav.h"
 #include "whisper.h"
 
@@ -58,20 +59,7 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "whisper_tokens: whisper.cpp could not load %s\n", argv[1]);
         return 2;
     }
-    whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-    p.n_threads           = threads;
-    p.no_timestamps       = true;
-    p.no_context          = true;
-    p.single_segment      = true;
-    p.language            = "en";
-    p.detect_language     = false;
-    p.temperature         = 0.0f;
-    p.temperature_inc     = 0.0f;
-    p.max_tokens          = max_tokens;
-    p.print_progress      = false;
-    p.print_realtime      = false;
-    p.print_special       = false;
-    p.print_timestamps    = false;
+    const whisper_full_params p = wsp::example::greedy_params(threads, max_tokens);
     if (whisper_full(ctx, p, pcm.data(), (int) pcm.size()) != 0) {
         std::fprintf(stderr, "whisper_tokens: whisper_full failed\n");
         whisper_free(ctx);

@@ -49,14 +49,24 @@ inline float signed_max(const float * x, int n, float & amax) {
     return max;
 }
 
+// the signed value of largest magnitude of a group, or false with L zeroed for an all-zero group
+// (every magnitude below GROUP_MAX_EPS: its quants and scale are 0)
+bool group_max(const float * x, int n, int8_t * L, float & max) {
+    float amax;
+    max = signed_max(x, n, amax);
+    if (amax < GROUP_MAX_EPS) {
+        std::fill(L, L + n, int8_t(0));
+        return false;
+    }
+    return true;
+}
+
 // Symmetric quants L[i] in 0 .. 2 nmax - 1 (an offset of nmax) of n values, weighted by x^2: the
 // scale -max / nmax, then 18 nearby scales (nmax +- 0.1 .. 0.9), keeping the one whose least-squares
 // fit explains most. Returns the fitted scale. (The client's make_qx_quants with rmse_type 1.)
 float symmetric_quants(int n, int nmax, const float * x, int8_t * L) {
-    float       amax;
-    const float max = signed_max(x, n, amax);
-    if (amax < GROUP_MAX_EPS) {
-        std::fill(L, L + n, int8_t(0));
+    float max;
+    if (!group_max(x, n, L, max)) {
         return 0.f;
     }
     // the weighted sums of x l and l^2 for the quants at iscale, writing them to L when asked
@@ -94,10 +104,8 @@ float symmetric_quants(int n, int nmax, const float * x, int8_t * L) {
 // Q3_K's group quants L[i] in 0 .. 2 nmax - 1: rounded at -max / nmax, then up to 5 passes that
 // move single quants where that improves the x^2-weighted fit. Returns the fitted scale.
 float q3_quants(int n, int nmax, const float * x, int8_t * L) {
-    float       amax;
-    const float max = signed_max(x, n, amax);
-    if (amax < GROUP_MAX_EPS) {
-        std::fill(L, L + n, int8_t(0));
+    float max;
+    if (!group_max(x, n, L, max)) {
         return 0.f;
     }
     const float iscale = -nmax / max;

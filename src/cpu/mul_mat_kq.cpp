@@ -151,20 +151,12 @@ struct KQ3 {
 #endif
 };
 
-// Q4_K and Q5_K: one 6-bit scale and min per group of 32
-inline void scales_k4(const uint8_t * packed, uint16_t d, uint16_t dmin, KScales & k) {
-    k.d    = fp16_to_fp32(d);
-    k.dmin = fp16_to_fp32(dmin);
-    for (int g = 0; g < GROUPS; ++g) {
-        uint8_t s, m;
-        scale_min_k4(g, packed, s, m);
-        k.s[2 * g] = k.s[2 * g + 1] = s;
-        k.m[2 * g] = k.m[2 * g + 1] = m;
-    }
-}
-
-struct KQ4 {
-    using Block                    = block_q4_K;
+// Q4_K and Q5_K: one 6-bit scale and min per group of 32 (scale_min_k4's layout, both halves of a
+// group taking them), and the low 4 bits of value l of group g in byte 32 (g / 2) + l, the low
+// nibble for even g
+template <class B>
+struct K4Base {
+    using Block                    = B;
     static constexpr int  off      = 0;
     static constexpr bool has_mins = true;
 #if WSP_MM_Q8_SIMD
@@ -181,62 +173,53 @@ struct KQ4 {
     static float dmin(const Block & b) {
         return fp16_to_fp32(b.dmin);
     }
-#endif
-    static void scales(const Block & b, KScales & k) {
-        scales_k4(b.scales, b.d, b.dmin, k);
-    }
-    // groups 2j and 2j + 1 share bytes 32j.., low and high nibbles
-    static void group(const Block & b, int g, Group & u) {
-        for (int l = 0; l < 32; ++l) {
-            const uint8_t q = b.qs[32 * (g / 2) + l];
-            u[l]            = g % 2 == 0 ? (q & 0xF) : (q >> 4);
-        }
-    }
-#if WSP_MM_Q8_SIMD
-    static __m256i group(const Block & b, int g) {
+    static __m256i nibbles(const Block & b, int g) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 2)));
         return _mm256_and_si256(g % 2 == 0 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0xF));
     }
 #endif
+    static void scales(const Block & b, KScales & k) {
+        k.d    = fp16_to_fp32(b.d);
+        k.dmin = fp16_to_fp32(b.dmin);
+        for (int g = 0; g < GROUPS; ++g) {
+            uint8_t sc, m;
+            scale_min_k4(g, b.scales, sc, m);
+            k.s[2 * g] = k.s[2 * g + 1] = sc;
+            k.m[2 * g] = k.m[2 * g + 1] = m;
+        }
+    }
+    static int nibble(const Block & b, int g, int l) {
+        const uint8_t q = b.qs[32 * (g / 2) + l];
+        return g % 2 == 0 ? (q & 0xF) : (q >> 4);
+    }
 };
 
-struct KQ5 {
-    using Block                    = block_q5_K;
-    static constexpr int  off      = 0;
-    static constexpr bool has_mins = true;
-#if WSP_MM_Q8_SIMD
-    static __m128i scales8(const Block & b) {
-        __m128i sc, mn;
-        k4_scales_mins(b.scales, sc, mn);
-        return sc;
-    }
-    static __m128i mins8(const Block & b) {
-        __m128i sc, mn;
-        k4_scales_mins(b.scales, sc, mn);
-        return mn;
-    }
-    static float dmin(const Block & b) {
-        return fp16_to_fp32(b.dmin);
-    }
-#endif
-    static void scales(const Block & b, KScales & k) {
-        scales_k4(b.scales, b.d, b.dmin, k);
-    }
-    // Q4_K's nibbles and bit g of qh[l] as the fifth bit
+struct KQ4 : K4Base<block_q4_K> {
     static void group(const Block & b, int g, Group & u) {
         for (int l = 0; l < 32; ++l) {
-            const uint8_t q = b.qs[32 * (g / 2) + l];
-            u[l]            = (uint8_t) ((g % 2 == 0 ? (q & 0xF) : (q >> 4)) | (((b.qh[l] >> g) & 1) << 4));
+            u[l] = (uint8_t) nibble(b, g, l);
         }
     }
 #if WSP_MM_Q8_SIMD
     static __m256i group(const Block & b, int g) {
-        const __m256i q  = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (g / 2)));
+        return nibbles(b, g);
+    }
+#endif
+};
+
+// Q4_K's nibbles and bit g of qh[l] as the fifth bit
+struct KQ5 : K4Base<block_q5_K> {
+    static void group(const Block & b, int g, Group & u) {
+        for (int l = 0; l < 32; ++l) {
+            u[l] = (uint8_t) (nibble(b, g, l) | (((b.qh[l] >> g) & 1) << 4));
+        }
+    }
+#if WSP_MM_Q8_SIMD
+    static __m256i group(const Block & b, int g) {
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qh));
-        const __m256i lo = _mm256_and_si256(g % 2 == 0 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0xF));
         // bit g of each byte to bit 4: the 16-bit shift moves no bit of one byte into the other's bit 0
         const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
-        return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        return _mm256_or_si256(nibbles(b, g), _mm256_slli_epi16(hi, 4));
     }
 #endif
 };
@@ -381,30 +364,15 @@ constexpr int RK = 4; // b rows per tile: 3 accumulators each + the decoded grou
 
 template <class T>
 void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const block_q8_K * qx) {
-    const int64_t      nsb = g.K / QK_K;
-    const block_q8_K * xrows[RK];
-    float              out[RK];
-    const char *       a0   = g.a_row(0, batch);
-    char *             d0   = g.dst_row(0, batch);
-    const size_t       a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
-    for (int64_t i = i0; i < i1; ++i) {
-        const char * wrow = a0 + i * a_nb;
-        for (int64_t m = 0; m < g.M; m += RK) {
-            const int r = (int) (g.M - m < RK ? g.M - m : RK);
-            for (int q = 0; q < r; ++q) {
-                xrows[q] = qx + (batch * g.M + m + q) * nsb;
-            }
-            switch (r) {
-                case 1: kq_tile<T, 1>(wrow, xrows, nsb, out); break;
-                case 2: kq_tile<T, 2>(wrow, xrows, nsb, out); break;
-                case 3: kq_tile<T, 3>(wrow, xrows, nsb, out); break;
-                default: kq_tile<T, 4>(wrow, xrows, nsb, out); break;
-            }
-            for (int q = 0; q < r; ++q) {
-                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
-            }
+    const int64_t nsb = g.K / QK_K;
+    tile_rows<RK>(g, batch, i0, i1, qx, nsb, [&](const char * w, const block_q8_K * const * x, int r, float * out) {
+        switch (r) {
+            case 1: kq_tile<T, 1>(w, x, nsb, out); break;
+            case 2: kq_tile<T, 2>(w, x, nsb, out); break;
+            case 3: kq_tile<T, 3>(w, x, nsb, out); break;
+            default: kq_tile<T, 4>(w, x, nsb, out); break;
         }
-    }
+    });
 }
 
 // the work buffer: the Q8_K blocks of every b row, then K floats per task (a b row not of F32)
@@ -442,17 +410,6 @@ const block_q8_K * quantize_activations_q8_k(const ComputeParams & p, const Geom
 }
 
 } // namespace
-
-bool is_k_quant(wsp_ggml_type t) {
-    switch (t) {
-        case WSP_GGML_TYPE_Q2_K:
-        case WSP_GGML_TYPE_Q3_K:
-        case WSP_GGML_TYPE_Q4_K:
-        case WSP_GGML_TYPE_Q5_K:
-        case WSP_GGML_TYPE_Q6_K: return true;
-        default: return false;
-    }
-}
 
 float kq_dot(wsp_ggml_type t, const void * x, const block_q8_K * y, int64_t nsb) {
     float out = 0.0f;

@@ -4,6 +4,7 @@
 // b rows quantized to Q8_K, then each weight super-block dotted with them in integers.
 
 #include "mul_mat_common.h"
+#include "mul_mat_path.h"
 
 #include "../core/quants.h"
 

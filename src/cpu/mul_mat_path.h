@@ -17,6 +17,18 @@ enum class Path {
     dot_q8,    // few rows, activations quantized to 8 bits, integer block dot products
 };
 
+// the K-quants, whose dot_q8 nodes quantize the activations to Q8_K (mul_mat_kq.cpp)
+inline bool is_k_quant(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_Q2_K:
+        case WSP_GGML_TYPE_Q3_K:
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K:
+        case WSP_GGML_TYPE_Q6_K: return true;
+        default: return false;
+    }
+}
+
 // weight types whose small-batch path quantizes the activations to 8 bits
 inline bool uses_q8_activations(wsp_ggml_type a_type) {
     switch (a_type) {
@@ -24,13 +36,8 @@ inline bool uses_q8_activations(wsp_ggml_type a_type) {
         case WSP_GGML_TYPE_Q4_1:
         case WSP_GGML_TYPE_Q5_0:
         case WSP_GGML_TYPE_Q5_1:
-        case WSP_GGML_TYPE_Q8_0:
-        case WSP_GGML_TYPE_Q2_K:
-        case WSP_GGML_TYPE_Q3_K:
-        case WSP_GGML_TYPE_Q4_K:
-        case WSP_GGML_TYPE_Q5_K:
-        case WSP_GGML_TYPE_Q6_K: return true;
-        default: return false;
+        case WSP_GGML_TYPE_Q8_0: return true;
+        default: return is_k_quant(a_type);
     }
 }
 

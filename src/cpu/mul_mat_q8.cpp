@@ -106,27 +106,11 @@ const std::array<TileFn, RQ> & tiles_for(wsp_ggml_type t) {
 }
 
 void dot_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const BlockQ8 * qx) {
-    const auto &    tiles = tiles_for(g.a->type);
-    const int64_t   nb    = g.K / QK;
-    const BlockQ8 * xrows[RQ];
-    float           out[RQ];
-    // the batch's first weight row and dst row, not redone per row (as in mul_mat_dot.cpp)
-    const char * a0   = g.a_row(0, batch);
-    char *       d0   = g.dst_row(0, batch);
-    const size_t a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
-    for (int64_t i = i0; i < i1; ++i) {
-        const char * wrow = a0 + i * a_nb;
-        for (int64_t m = 0; m < g.M; m += RQ) {
-            const int r = (int) (g.M - m < RQ ? g.M - m : RQ);
-            for (int q = 0; q < r; ++q) {
-                xrows[q] = qx + (batch * g.M + m + q) * nb;
-            }
-            tiles[(size_t) r - 1](wrow, xrows, nb, out);
-            for (int q = 0; q < r; ++q) {
-                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
-            }
-        }
-    }
+    const auto &  tiles = tiles_for(g.a->type);
+    const int64_t nb    = g.K / QK;
+    tile_rows<RQ>(g, batch, i0, i1, qx, nb, [&](const char * w, const BlockQ8 * const * x, int r, float * out) {
+        tiles[(size_t) r - 1](w, x, nb, out);
+    });
 }
 
 // One b row against weight rows [i0, i1), one row after another with the tile called directly

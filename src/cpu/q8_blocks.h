@@ -196,6 +196,32 @@ inline void q8_block(const typename Q::Block & wb, const BlockQ8 * const * x, in
 
 #endif
 
+// Weight rows [i0, i1) of a batch against the batch's M quantized b rows (per_row blocks of type X
+// each), in tiles of up to R b rows: tile(weight row, the tile's b rows, their count r, out) leaves
+// one output per b row in out[0 .. r)
+template <int R, class X, class Tile>
+void tile_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const X * qx, int64_t per_row, Tile && tile) {
+    const X * xrows[R];
+    float     out[R];
+    // the batch's first weight row and dst row, not redone per row (as in mul_mat_dot.cpp)
+    const char * a0   = g.a_row(0, batch);
+    char *       d0   = g.dst_row(0, batch);
+    const size_t a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0], d_nb1 = g.dst->nb[1];
+    for (int64_t i = i0; i < i1; ++i) {
+        const char * wrow = a0 + i * a_nb;
+        for (int64_t m = 0; m < g.M; m += R) {
+            const int r = (int) (g.M - m < R ? g.M - m : R);
+            for (int q = 0; q < r; ++q) {
+                xrows[q] = qx + (batch * g.M + m + q) * per_row;
+            }
+            tile(wrow, xrows, r, out);
+            for (int q = 0; q < r; ++q) {
+                *reinterpret_cast<float *>(d0 + (m + q) * d_nb1 + i * d_nb0) = out[q];
+            }
+        }
+    }
+}
+
 // fn(weight row, its output) for rows [i0, i1) of a batch, with one b row
 template <class Fn>
 void for_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, Fn && fn) {
