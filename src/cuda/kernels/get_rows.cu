@@ -1,7 +1,8 @@
 // GET_ROWS: dst[:, i10, i11, i12] = a[:, b[i10, i11, i12], i11, i12 % a->ne3]. Rows of
-// F32/F16/BF16 or of a quantized block type (K-quants too) are converted to F32; I32 rows are copied. An index
-// outside a's rows gives a zero row: the CPU logs it, but a kernel has no cheap way to report
-// (and the backend never synchronises inside a launch), so the GPU only writes the zeros.
+// F32/F16/BF16 or of a quantized block type (the K-quants too) are converted to F32; I32 rows are
+// copied. An index outside a's rows gives a zero row: the CPU logs it, but a kernel has no cheap
+// way to report (and the backend never synchronises inside a launch), so the GPU only writes the
+// zeros.
 
 #include "kernels.cuh"
 #include "quant.cuh"

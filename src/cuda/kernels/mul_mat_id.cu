@@ -1,8 +1,8 @@
 // MUL_MAT_ID: dst[:, e, t] = as[:, :, ids[e, t]] x b[:, e % b->ne1, t]. Experts F32/F16/BF16
-// (any strides) or Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 or a K-quant with packed blocks, b F32/F16/BF16 any strides, ids
-// I32, dst F32. One warp per (weight row, (e, t) pair): the lanes stride over K and reduce by
-// shuffles; a block holds ROW_WARPS rows, blocks in y stride over the pairs. An id outside the
-// experts gives a zero (the CPU also logs it; a kernel cannot cheaply).
+// (any strides) or Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 or a K-quant with packed blocks, b F32/F16/BF16 any
+// strides, ids I32, dst F32. One warp per (weight row, (e, t) pair): the lanes stride over K and
+// reduce by shuffles; a block holds ROW_WARPS rows, blocks in y stride over the pairs. An id
+// outside the experts gives a zero (the CPU also logs it; a kernel cannot cheaply).
 
 #include "block_reduce.cuh"
 #include "kernels.cuh"

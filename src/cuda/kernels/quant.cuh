@@ -1,10 +1,10 @@
 #pragma once
 
 // Device side of the quantized block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and Q8_1 for mul_mat
-// activations), and the K-quants' dequantizers (element by element). The block structs are those of src/core/quants.h,
-// so host and device share one layout. Quantizing a block is bit-exact with the CPU reference (Note [quantizer
-// rounding]). The names below are an interface shared with the quantized mul_mat and flash-attention kernels: keep them
-// stable.
+// activations), and the K-quants' dequantizers (element by element). The block structs are those
+// of src/core/quants.h, so host and device share one layout. Quantizing a block is bit-exact with
+// the CPU reference (Note [quantizer rounding]). The names below are an interface shared with the
+// quantized mul_mat and flash-attention kernels: keep them stable.
 
 #include "../../core/quants.h"
 #include "common.cuh"
