@@ -218,6 +218,21 @@ float min_scale_quants(int n, int nmax, const float * x, const float * weights, 
     return scale;
 }
 
+// Q3_K and Q6_K: each group of 16's scale (and its quants in L) from quants(x, L), and the scale of
+// largest magnitude, with its sign (the first of equal magnitudes)
+template <class Quants>
+float scales_of_16(const float * x, int8_t * L, float * scales, Quants && quants) {
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        scales[j] = quants(x + 16 * j, L + 16 * j);
+        if (std::fabs(scales[j]) > amax) {
+            amax      = std::fabs(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    return max_scale;
+}
+
 // Q2_K and Q3_K keep 128 values 4 to a byte: value j + 32 s of each half-block in bits 2s of byte j
 void pack_2bit(const uint8_t * L, uint8_t * qs) {
     for (int j = 0; j < QK_K; j += 128) {
@@ -414,16 +429,10 @@ void quantize_row_q2_K_ref(const float * x, block_q2_K * y, int64_t k) {
 
 void quantize_row_q3_K_ref(const float * x, block_q3_K * y, int64_t k) {
     for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) {
-        int8_t L[QK_K];
-        float  scales[QK_K / 16];
-        float  max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            if (std::fabs(scales[j]) > amax) {
-                amax      = std::fabs(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        int8_t      L[QK_K];
+        float       scales[QK_K / 16];
+        const float max_scale =
+            scales_of_16(x, L, scales, [](const float * xg, int8_t * Lg) { return q3_quants(16, 4, xg, Lg); });
         // 16 scales of 6 bits (offset 32): the low 4 bits two to a byte in bytes 0..7, the high 2
         // bits four to a byte in bytes 8..11 (scale j in bits 2 (j / 4) of byte 8 + j % 4)
         std::memset(y[i].scales, 0, sizeof(y[i].scales));
@@ -498,17 +507,11 @@ void quantize_row_q5_K_ref(const float * x, block_q5_K * y, int64_t k) {
 
 void quantize_row_q6_K_ref(const float * x, block_q6_K * y, int64_t k) {
     for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) {
-        int8_t L[QK_K];
-        float  scales[QK_K / 16];
-        float  max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            scales[ib] = symmetric_quants(16, 32, x + 16 * ib, L + 16 * ib);
-            if (std::fabs(scales[ib]) > max_abs_scale) {
-                max_abs_scale = std::fabs(scales[ib]);
-                max_scale     = scales[ib];
-            }
-        }
-        if (max_abs_scale < GROUP_MAX_EPS) {
+        int8_t      L[QK_K];
+        float       scales[QK_K / 16];
+        const float max_scale =
+            scales_of_16(x, L, scales, [](const float * xg, int8_t * Lg) { return symmetric_quants(16, 32, xg, Lg); });
+        if (std::fabs(max_scale) < GROUP_MAX_EPS) {
             std::memset(&y[i], 0, sizeof(block_q6_K));
             continue;
         }

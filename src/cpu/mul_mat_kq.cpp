@@ -99,10 +99,24 @@ struct KQ2 {
 #endif
 };
 
-struct KQ3 {
-    using Block                    = block_q3_K;
-    static constexpr int  off      = 4;
+// Q3_K and Q6_K: signed scales and an offset, no mins
+struct NoMins {
     static constexpr bool has_mins = false;
+#if WSP_MM_Q8_SIMD
+    template <class Block>
+    static __m128i mins8(const Block &) {
+        return _mm_setzero_si128();
+    }
+    template <class Block>
+    static float dmin(const Block &) {
+        return 0.0f;
+    }
+#endif
+};
+
+struct KQ3 : NoMins {
+    using Block              = block_q3_K;
+    static constexpr int off = 4;
 #if WSP_MM_Q8_SIMD
     // the same unpacking as dequantize_row_q3_K, four bytes at a time
     static __m128i scales8(const Block & b) {
@@ -115,12 +129,6 @@ struct KQ3 {
         aux[0]             = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
         aux[1]             = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
         return _mm_sub_epi8(load128(aux), _mm_set1_epi8(32));
-    }
-    static __m128i mins8(const Block &) {
-        return _mm_setzero_si128();
-    }
-    static float dmin(const Block &) {
-        return 0.0f;
     }
 #endif
     static void scales(const Block & b, KScales & k) {
@@ -224,19 +232,12 @@ struct KQ5 : K4Base<block_q5_K> {
 #endif
 };
 
-struct KQ6 {
-    using Block                    = block_q6_K;
-    static constexpr int  off      = 32;
-    static constexpr bool has_mins = false;
+struct KQ6 : NoMins {
+    using Block              = block_q6_K;
+    static constexpr int off = 32;
 #if WSP_MM_Q8_SIMD
     static __m128i scales8(const Block & b) {
         return load128(b.scales);
-    }
-    static __m128i mins8(const Block &) {
-        return _mm_setzero_si128();
-    }
-    static float dmin(const Block &) {
-        return 0.0f;
     }
 #endif
     static void scales(const Block & b, KScales & k) {
@@ -388,23 +389,10 @@ block_q8_K * carve_q8_k(const ComputeParams & p, const Geometry & g, float ** sc
 // Phase 1: the tasks split the super-blocks of all b rows (not the rows: at M = 1 every task takes
 // a share of the one row) and quantize them with the client's Q8_K reference, then wait
 const block_q8_K * quantize_activations_q8_k(const ComputeParams & p, const Geometry & g) {
-    float *       scratch  = nullptr;
-    block_q8_K *  qx       = carve_q8_k(p, g, &scratch);
-    const auto    quantize = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K)->from_float_ref;
-    const int64_t nsb      = g.K / QK_K;
-    int64_t       j0, j1;
-    split_range(g.n_batch * g.M * nsb, p.ith, p.nth, j0, j1);
-    for (int64_t j = j0; j < j1;) {
-        const int64_t r = j / nsb, b0 = j % nsb, b1 = std::min(nsb, b0 + (j1 - j));
-        const char *  src = g.b_row(r % g.M, r / g.M) + b0 * QK_K * g.b->nb[0];
-        if (g.b->type == WSP_GGML_TYPE_F32 && g.b->nb[0] == sizeof(float)) {
-            quantize(reinterpret_cast<const float *>(src), qx + r * nsb + b0, (b1 - b0) * QK_K);
-        } else {
-            strided_row_to_f32(g.b->type, src, g.b->nb[0], scratch, (b1 - b0) * QK_K);
-            quantize(scratch, qx + r * nsb + b0, (b1 - b0) * QK_K);
-        }
-        j += b1 - b0;
-    }
+    float *      scratch  = nullptr;
+    block_q8_K * qx       = carve_q8_k(p, g, &scratch);
+    const auto   quantize = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K)->from_float_ref;
+    quantize_b_rows(p, g, QK_K, qx, scratch, quantize);
     p.barrier();
     return qx;
 }

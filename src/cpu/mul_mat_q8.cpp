@@ -214,22 +214,7 @@ BlockQ8 * carve_activations(const ComputeParams & p, const Geometry & g, float *
 const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g) {
     float *   scratch = nullptr;
     BlockQ8 * qx      = carve_activations(p, g, &scratch);
-    // the tasks split the blocks of all rows, not the rows: at M = 1 every task takes its share
-    // of the one row instead of waiting at the barrier for the task that has it
-    const int64_t nb = g.K / QK;
-    int64_t       j0, j1;
-    split_range(g.n_batch * g.M * nb, p.ith, p.nth, j0, j1);
-    for (int64_t j = j0; j < j1;) {
-        const int64_t r = j / nb, b0 = j % nb, b1 = std::min(nb, b0 + (j1 - j));
-        const char *  src = g.b_row(r % g.M, r / g.M) + b0 * QK * g.b->nb[0];
-        if (g.b->type == WSP_GGML_TYPE_F32 && g.b->nb[0] == sizeof(float)) {
-            quantize_row_q8(reinterpret_cast<const float *>(src), qx + r * nb + b0, (b1 - b0) * QK); // in place
-        } else {
-            strided_row_to_f32(g.b->type, src, g.b->nb[0], scratch, (b1 - b0) * QK);
-            quantize_row_q8(scratch, qx + r * nb + b0, (b1 - b0) * QK);
-        }
-        j += b1 - b0;
-    }
+    quantize_b_rows(p, g, QK, qx, scratch, quantize_row_q8);
     p.barrier();
     return qx;
 }
