@@ -198,12 +198,62 @@ TEST(AllGpuCompute, TensorSplitSetsTheSharesAndFreedWeightsLeaveNothing) {
         const std::vector<int64_t> e_rows = expected_rows({ 3, 1 }, Model::V, 1);
         const std::vector<int64_t> w_rows = expected_rows({ 3, 1 }, Model::K, 1);
         const size_t               row    = Model::K * sizeof(float);
-        const size_t               want   = (size_t) (e_rows[1] + w_rows[1]) * row;
-        EXPECT_GE(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), want);
-        EXPECT_LE(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), want + 2 * 256);
+        EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), (size_t) (e_rows[1] + w_rows[1]) * row)
+            << "its rows of E and W, each once";
     }
     EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 0), 0u) << "the freed weights' buffer is no longer counted";
     EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), 0u) << "its spread rows went with it";
+    wsp_ggml_backend_free(gpu);
+    wsp_ggml_backend_free(cpu);
+}
+
+// Note [row split plan]: a member without a share computes nothing, holds no weight and receives
+// nothing; the others compute their rows of each mat-mul, and the logits equal the CPU's
+TEST(AllGpuCompute, AMemberWithoutAShareIsLeftOut) {
+    ::setenv("WSP_GGML_TENSOR_SPLIT", "1,0,1", 1);
+    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
+    ::unsetenv("WSP_GGML_TENSOR_SPLIT");
+    ForeignAccessGuard     guard;
+    wsp_ggml_backend_dev_t all = all_device();
+    ASSERT_NE(all, nullptr);
+    // counts[i]: the kernels member i ran, counts[3 + i] its mat-muls (the hook's pointer is &counts[i])
+    std::vector<int> counts(6, 0);
+    for (size_t i = 0; i < 3; ++i) {
+        wsp_ggml_backend_sim_set_kernel_hook(
+            wsp_ggml_backend_all_gpu_member(all, i),
+            [](const wsp_ggml_tensor * node, void * count) {
+                static_cast<int *>(count)[0] += 1;
+                static_cast<int *>(count)[3] += node->op == WSP_GGML_OP_MUL_MAT;
+            },
+            &counts[i]);
+    }
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t gpu = wsp_ggml_backend_dev_init(all, nullptr);
+    ASSERT_NE(gpu, nullptr);
+    {
+        Model                    ref_model(WSP_GGML_TYPE_F32, wsp_ggml_backend_cpu_buffer_type(), 11);
+        Model                    model(WSP_GGML_TYPE_F32, wsp_ggml_backend_dev_buffer_type(all), 11);
+        const auto               t0  = wsp_ggml_backend_all_gpu_get_traffic(all);
+        const std::vector<float> out = logits(model, gpu, cpu);
+        EXPECT_LT(nmse(out, logits(ref_model, cpu, cpu)), 1e-10);
+        EXPECT_EQ(counts[1], 0) << "member 1 has no share: no kernel";
+        EXPECT_EQ(counts[3 + 0], 2) << "the main member computes its rows of both mat-muls";
+        EXPECT_EQ(counts[3 + 2], 2) << "so does member 2";
+        const std::vector<int64_t> e_rows = expected_rows({ 1, 0, 1 }, Model::V, 1);
+        const std::vector<int64_t> w_rows = expected_rows({ 1, 0, 1 }, Model::K, 1);
+        const size_t               row    = Model::K * sizeof(float);
+        EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 1), 0u);
+        EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 2), (size_t) (e_rows[2] + w_rows[2]) * row);
+        // member 2 gets each mat-mul's input and gives back its rows of each result
+        const auto   t1 = wsp_ggml_backend_all_gpu_get_traffic(all);
+        const size_t in = (size_t) (Model::K * Model::T) * sizeof(float);
+        EXPECT_EQ(t1.sent - t0.sent, 2 * in);
+        EXPECT_EQ(t1.gathered - t0.gathered, (size_t) ((w_rows[2] + e_rows[2]) * Model::T) * sizeof(float));
+        EXPECT_EQ(t1.n_graphs, t0.n_graphs) << "not tensor-parallel";
+    }
+    for (size_t i = 0; i < 3; ++i) {
+        wsp_ggml_backend_sim_set_kernel_hook(wsp_ggml_backend_all_gpu_member(all, i), nullptr, nullptr);
+    }
     wsp_ggml_backend_free(gpu);
     wsp_ggml_backend_free(cpu);
 }

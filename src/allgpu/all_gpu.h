@@ -5,24 +5,24 @@
 //  - Buffer type: its buffers are the main member's own buffers (the main member is the first),
 //    so everything the client allocates through it is ordinary memory of that device: the
 //    members' kernels, the scheduler's placement and the client's reads and writes work
-//    unchanged. It only watches writes to them (a weight written again drops its spread copy).
-//  - Which weights spread is found from the graphs, not at allocation: when the device's backend
-//    first meets a mat-mul whose weight (src0) is a whole matrix in a weights buffer of the main
-//    member, it makes a shadow of it, a split tensor (Note [shadow split]) whose main rows are the
-//    weight's own memory and whose other rows are copied once to the other members by
-//    tensor_split. The weight stays whole for its other readers (get_rows of an embedding, a view
-//    of a positional table), which an allocation-time guess from shapes cannot know.
-//  - Backend: runs each graph it is given through a scheduler of its own over the members (and
-//    the CPU, as a scheduler needs), with every spread weight's mat-muls reading the shadow while
-//    it runs: the split mat-mul pass, pipelines, events and peer copies do the rest.
-//  - Cost: the main member holds every weight, the others their rows of the spread ones. Less
+//    unchanged. It only watches writes to them (a weight written again drops its pieces).
+//  - Which weights spread is found from the graphs, not at allocation: a mat-mul whose weight
+//    (src0) is a whole matrix in a weights buffer of the main member is spread by the graph's
+//    plan, and each other member gets a piece of it (its rows or its columns by tensor_split),
+//    copied once; the main member reads its own rows in the weight itself. The weight stays whole
+//    for its other readers (get_rows of an embedding, a view of a positional table), which an
+//    allocation-time guess from shapes cannot know.
+//  - Backend: plans each graph (Note [tensor parallelism], else Note [row split plan] in plan.h)
+//    and runs the plan's member graphs on the members' streams, ordered by events; what it built
+//    for a graph is kept for the next graph like it (Note [kept member graphs] in runner.h).
+//  - Cost: the main member holds every weight, the others their pieces of the spread ones. Less
 //    memory needs the weight's main copy given up, which breaks its other readers; not done.
 //
 // The rooms: device.cpp (the reg, the device and its shares, the public functions), watched.cpp
-// (the buffer type), weights.cpp (shadows and pieces of weights), caches.cpp (sharded caches),
-// backend.cpp (a graph to the tensor-parallel runner or the row split), plan.{h,cpp} (the
-// tensor-parallel plan), runner.{h,cpp} (running plans, builds kept across calls), graph_key.{h,cpp}
-// (what makes two graphs the same build), counters.cpp (Note [all-GPU counters]).
+// (the buffer type), weights.cpp (the weights' pieces), caches.cpp (sharded caches), backend.cpp
+// (a graph planned and run), plan.{h,cpp} (the tensor-parallel and row split plans),
+// runner.{h,cpp} (running plans, builds kept across calls), graph_key.{h,cpp} (what makes two
+// graphs the same build), counters.cpp (Note [all-GPU counters]).
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend-impl.h"
@@ -45,30 +45,22 @@
 
 namespace wsp::allgpu {
 
-// a weight's spread copy: the shadow split tensor and the split buffer holding its other rows
-struct Shadow {
-    std::unique_ptr<wsp_ggml_tensor> tensor;
-    wsp_ggml_backend_buffer_t        buffer      = nullptr; // owned
-    const void *                     weight_data = nullptr; // the weight it was made of, to tell a
-                                                            // new tensor at a reused address apart
-    // the making thread's clock once its rows were copied: another thread that takes the shadow
-    // (under the device's mutex, which orders them) joins it, so emulated devices' happens-before
-    // checker sees that ordering too (Note [happens-before checker])
-    race::VectorClock made;
-};
-
 // a weight's piece on one member for tensor parallelism (Note [tensor parallelism] in plan.h):
 // the whole weight, some of its rows or some of its columns, copied once into the member's memory
 enum class PieceKind { WHOLE, ROWS, COLUMNS };
 
 struct Piece {
-    wsp_ggml_context *        ctx           = nullptr; // owned: holds tensor
-    wsp_ggml_backend_buffer_t buffer        = nullptr; // owned
-    wsp_ggml_tensor *         tensor        = nullptr;
-    const void *              weight_data   = nullptr; // as Shadow::weight_data
+    wsp_ggml_context *        ctx         = nullptr; // owned: holds tensor
+    wsp_ggml_backend_buffer_t buffer      = nullptr; // owned
+    wsp_ggml_tensor *         tensor      = nullptr;
+    const void *              weight_data = nullptr;   // the weight it was made of, to tell a new
+                                                       // tensor at a reused address apart
     wsp_ggml_backend_buffer_t weight_buffer = nullptr; // where the weight lives (forget_buffer)
     int                       member        = 0;
-    race::VectorClock         made; // as Shadow::made
+    // the making thread's clock once its bytes were copied: another thread that takes the piece
+    // (under the device's mutex, which orders them) joins it, so emulated devices'
+    // happens-before checker sees that ordering too (Note [happens-before checker])
+    race::VectorClock made;
 };
 
 // a cache kept sharded (Note [sharded caches] in plan.h): member m's part of every block
@@ -92,9 +84,8 @@ struct Device {
     wsp_ggml_backend_reg         reg{};
     wsp_ggml_backend_buffer_type buft{};
 
-    // the weights' shadows, guarded by mutex
+    // the weights' pieces (the one store of their copies), guarded by mutex
     std::recursive_mutex mutex; // recursive: a weight read while it is held may look at caches
-    std::unordered_map<const wsp_ggml_tensor *, Shadow>                                    shadows;
     std::map<std::tuple<const wsp_ggml_tensor *, int, PieceKind, int64_t, int64_t>, Piece> pieces;
     std::set<std::string>                                     said; // what the log was told once
     std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
@@ -111,8 +102,6 @@ struct Device {
 
     wsp_ggml_backend_dev_t main() const { return members[0]; }
 
-    // the shadow of weight w, made on first use; NULL (logged) when it cannot be made
-    wsp_ggml_tensor * shadow_of(const wsp_ggml_tensor * w);
     // weight w's piece on member m (kind, and the rows or columns [begin, end)), made on first use;
     // NULL (logged) when it cannot be made
     wsp_ggml_tensor * piece_of(const wsp_ggml_tensor * w, int m, PieceKind kind, int64_t begin, int64_t end);
@@ -129,13 +118,13 @@ struct Device {
     void unshard(const wsp_ggml_tensor * r, bool drop);
     // logs msg at info level the first time it comes
     void say_once(const std::string & msg);
-    // w (or every tensor of buffer b) changed: its shadow and pieces go
+    // w (or every tensor of buffer b) changed: its pieces go
     void forget(const wsp_ggml_tensor * w);
     void forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches = true);
     // buffer b is cleared to v: so are the parts of the caches sharded from it
     void clear_caches(wsp_ggml_backend_buffer_t b, uint8_t v);
     // Note [new shares]: tensor_split becomes `shares` (checked by the caller); everything laid out
-    // by the old shares goes: shadows, pieces, and sharded caches (made whole first)
+    // by the old shares goes: pieces, and sharded caches (made whole first)
     void set_shares(const std::vector<float> & shares);
 };
 

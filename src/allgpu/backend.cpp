@@ -1,15 +1,14 @@
-// The all-GPU device's backend (Note [all-GPU device]): each graph runs through a scheduler over
-// the members, each spreadable mat-mul weight replaced by its shadow while the graph runs.
+// The all-GPU device's backend (Note [all-GPU device]): each graph runs by its plan over the
+// members, tensor-parallel where it fits, by the row split where it does not.
 
 #include "all_gpu.h"
 #include "graph_key.h"
 #include "runner.h"
 #include "plan.h"
 
-#include "ggml-cpu.h"
-
 #include "../core/impl.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -21,26 +20,19 @@ namespace {
 wsp_ggml_guid all_gpu_guid = { 0x61, 0x6c, 0x6c, 0x2d, 0x67, 0x70, 0x75, 0x73,
                                0x2d, 0x77, 0x73, 0x70, 0x2d, 0x67, 0x67, 0x6d };
 
-// the graphs given to the backend have at most this many nodes before the split mat-muls expand
-constexpr size_t GRAPH_SIZE = 8192;
-
 struct BackendCtx {
     Device *                        device = nullptr;
     std::vector<wsp_ggml_backend_t> members; // main first
-    wsp_ggml_backend_t              cpu   = nullptr;
-    wsp_ggml_backend_sched_t        sched = nullptr;
-    std::unique_ptr<tp::Runner>     runner; // tensor parallelism (Note [tensor parallelism])
+    std::unique_ptr<tp::Runner>     runner;  // runs the plans, keeps what it built
     // the units plans of alike graphs ended with (by tp::structure_of), so that a decoder's steps
     // plan in one pass
     std::unordered_map<uint64_t, std::unordered_map<int, int64_t>> units;
 
     ~BackendCtx() {
         runner.reset();
-        wsp_ggml_backend_sched_free(sched);
         for (wsp_ggml_backend_t b : members) {
             wsp_ggml_backend_free(b);
         }
-        wsp_ggml_backend_free(cpu);
     }
     wsp_ggml_backend_t main() const { return members[0]; }
 };
@@ -109,99 +101,85 @@ bool tp_enabled() {
     return on;
 }
 
-// runs the graph Megatron-style where it fits (Note [tensor parallelism]); false where it does not.
-// A graph seen before runs what was built for it (Note [kept member graphs] in runner.h).
-bool try_tensor_parallel(BackendCtx & c, wsp_ggml_cgraph * g, wsp_ggml_status * status) {
-    Device & d = *c.device;
-    if (!tp_enabled()) {
-        return false;
+// the plan of a graph not seen before: tensor-parallel where it fits (Note [tensor parallelism]),
+// else the row split's (Note [row split plan]), the reason logged once
+tp::Plan plan_of(BackendCtx & c, wsp_ggml_cgraph * g) {
+    Device &  d = *c.device;
+    tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
+    tg.spreadable     = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
+    tg.sharded        = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
+    tg.keepable       = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
+    const bool shared = std::all_of(d.tensor_split.begin(), d.tensor_split.end(), [](float p) { return p > 0.0f; });
+    if (!shared) {
+        d.say_once("a member without a share of the split: mat-muls split by rows, gathered after each");
     }
-    for (float p : d.tensor_split) {
-        if (p <= 0.0f) {
-            d.say_once("a member without a share of the split: mat-muls split by rows, gathered after each");
-            return false;
+    if (tp_enabled() && shared) {
+        tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
+        if (plan.ok()) {
+            return plan;
+        }
+        if (!plan.why_not.empty()) {
+            d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +
+                       "): its mat-muls split by rows, gathered after each");
         }
     }
+    return tp::row_split_plan(tg);
+}
+
+// the row split reads and writes the main member's copies: the sharded caches g touches are
+// made whole there first (after the members' queued work)
+void unshard_for_row_split(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
+    Device & d      = *ctx_of(b).device;
+    bool     synced = false;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        for (int j = -1; j < WSP_GGML_MAX_SRC; ++j) {
+            const wsp_ggml_tensor * t = j < 0 ? g->nodes[i] : g->nodes[i]->src[j];
+            if (t != nullptr && d.cache_layout(storage_of(t)) != nullptr) {
+                if (!synced) {
+                    b_synchronize(b);
+                    synced = true;
+                }
+                d.unshard(storage_of(t), true);
+            }
+        }
+    }
+}
+
+// the graph over every member by its plan; a graph seen before runs what was built for it
+// (Note [kept member graphs] in runner.h)
+wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
+    BackendCtx & c = ctx_of(b);
+    Device &     d = *c.device;
+    MemberWork   work(d);
+    ++d.counters.graph_computes;
     tp::GraphKey        key   = tp::key_of(g, d.tensor_split);
     tp::Runner::Build * built = c.runner->find(key);
     if (built != nullptr && !c.runner->follow(*built, g)) { // its cache views fall elsewhere now
         c.runner->drop(built);
         built = nullptr;
     }
+    wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
     if (built == nullptr) {
-        tp::Graph tg{ g, d.tensor_split, nullptr, nullptr, nullptr };
-        tg.spreadable       = [&d](const wsp_ggml_tensor * w) { return spreadable(d, w); };
-        tg.sharded          = [&d](const wsp_ggml_tensor * r) { return d.cache_layout(r); };
-        tg.keepable         = [&d](const wsp_ggml_tensor * r) { return r->buffer != nullptr && d.owns(r->buffer); };
-        const tp::Plan plan = tp::make_plan(tg, &c.units[tp::structure_of(g)]);
-        if (plan.ok()) {
-            ++d.counters.plans_built; // its member graphs count as the runner builds them
-        } else if (!plan.why_not.empty()) {
-            d.say_once("a graph does not fit tensor parallelism (" + plan.why_not +
-                       "): its mat-muls split by rows, gathered after each");
+        const tp::Plan plan = plan_of(c, g);
+        ++d.counters.plans_built; // its member graphs count as the runner builds them
+        if (plan.row_split) {
+            unshard_for_row_split(b, g); // before the build: the pieces that go drop kept builds
         }
-        built = c.runner->add(std::move(key), g, plan, status);
+        built = c.runner->add(std::move(key), g, plan, &status);
         if (built == nullptr) {
-            return true; // *status says what failed
+            return status; // logged
         }
-    }
-    if (!tp::Runner::planned(*built)) {
-        return false;
+    } else if (tp::Runner::row_split(*built)) {
+        unshard_for_row_split(b, g); // a later graph may have sharded them again
     }
     tp::Moved moved;
-    *status = c.runner->run(*built, moved);
+    status = c.runner->run(*built, moved);
     std::lock_guard<std::recursive_mutex> lock(d.mutex);
     d.traffic.all_reduce += moved.all_reduce;
     d.traffic.n_all_reduces += moved.n_all_reduces;
     d.traffic.sent += moved.sent;
     d.traffic.gathered += moved.gathered;
-    d.traffic.n_graphs++;
-    return true;
-}
-
-// the graph over every member: tensor-parallel where it fits; otherwise spreadable weights read
-// through their shadows (rows per member, gathered) while it runs
-wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
-    BackendCtx &    c = ctx_of(b);
-    MemberWork      work(*c.device);
-    wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
-    ++c.device->counters.graph_computes;
-    if (try_tensor_parallel(c, g, &status)) {
-        return status;
-    }
-    // the row split reads and writes the main member's copies: sharded caches made whole there
-    bool synced = false;
-    for (int i = 0; i < g->n_nodes; ++i) {
-        for (int j = -1; j < WSP_GGML_MAX_SRC; ++j) {
-            const wsp_ggml_tensor * t = j < 0 ? g->nodes[i] : g->nodes[i]->src[j];
-            if (t != nullptr && c.device->cache_layout(storage_of(t)) != nullptr) {
-                if (!synced) {
-                    b_synchronize(b);
-                    synced = true;
-                }
-                c.device->unshard(storage_of(t), true);
-            }
-        }
-    }
-    std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> swapped; // node, its own weight
-    for (int i = 0; i < g->n_nodes; ++i) {
-        wsp_ggml_tensor * node = g->nodes[i];
-        if (node->op != WSP_GGML_OP_MUL_MAT || !spreadable(*c.device, node->src[0])) {
-            continue;
-        }
-        wsp_ggml_tensor * shadow = c.device->shadow_of(node->src[0]);
-        if (shadow != nullptr) { // else logged: the main member computes it whole
-            swapped.emplace_back(node, node->src[0]);
-            node->src[0] = shadow;
-        }
-    }
-    wsp_ggml_backend_sched_reset(c.sched); // the graph's nodes change from call to call
-    status = wsp_ggml_backend_sched_graph_compute(c.sched, g);
-    // reset above, the scheduler planned the graph anew: its assignment and one graph per split
-    c.device->counters.plans_built += 1 + (uint64_t) wsp_ggml_backend_sched_get_n_splits(c.sched);
-    for (auto & [node, weight] : swapped) {
-        node->src[0] = weight;
-    }
+    d.traffic.n_graphs += tp::Runner::row_split(*built) ? 0 : 1;
     return status;
 }
 
@@ -234,18 +212,6 @@ wsp_ggml_backend_t backend_init(Device & d) {
             return nullptr;
         }
         c->members.push_back(mb);
-    }
-    c->cpu = wsp_ggml_backend_cpu_init();
-    if (c->cpu == nullptr) {
-        WSP_LOG_ERROR("%s: cannot start the CPU backend its scheduler needs\n", d.name.c_str());
-        return nullptr;
-    }
-    std::vector<wsp_ggml_backend_t> all = c->members;
-    all.push_back(c->cpu);
-    c->sched = wsp_ggml_backend_sched_new(all.data(), nullptr, (int) all.size(), GRAPH_SIZE, false, false);
-    if (c->sched == nullptr) {
-        WSP_LOG_ERROR("%s: cannot make the scheduler over its members\n", d.name.c_str());
-        return nullptr;
     }
     c->runner = std::make_unique<tp::Runner>(d, c->members);
     return new wsp_ggml_backend{ &all_gpu_guid, backend_iface, &d.dev, c.release() };

@@ -60,22 +60,57 @@ bool copy_rows(wsp_ggml_backend_t from, wsp_ggml_backend_t to, wsp_ggml_tensor *
     return true;
 }
 
+// p (MAIN) sent from the main member to the members that compute `reader` and have not received
+// it before in this build: its copy there is a leaf of their graph, which later readers read too
+Runner::Boundary Runner::from_main(Building & at, const wsp_ggml_tensor * p, const NodePlan & reader) {
+    Boundary x;
+    x.kind = Boundary::FROM_MAIN;
+    x.parts.push_back(at.local[0].at(p));
+    for (size_t m = 1; m < members_.size(); ++m) {
+        if (!on_member(reader, (int) m) || at.local[m].count(p) != 0) {
+            x.parts.push_back(nullptr);
+            continue;
+        }
+        wsp_ggml_tensor * copy = wsp_ggml_new_tensor(at.b.members[m].ctx, p->type, WSP_GGML_MAX_DIMS, p->ne);
+        wsp_ggml_set_name(copy, p->name);
+        wsp_ggml_build_forward_expand(at.b.members[m].graph, copy);
+        at.local[m][p] = copy;
+        x.parts.push_back(copy);
+    }
+    return x;
+}
+
+// p (PARTIAL): every member's term, summed by the all-reduce
+Runner::Boundary Runner::all_reduced(Building & at, const wsp_ggml_tensor * p) {
+    Boundary x;
+    x.kind = Boundary::ALL_REDUCE;
+    for (size_t m = 0; m < members_.size(); ++m) {
+        x.parts.push_back(at.local[m].at(p));
+    }
+    return x;
+}
+
 // Note [all-gathered sources]: p (SPLIT by `split`) made whole on every member before the node
 // that reads it: each member's whole is a leaf of its graph, its own part copied in by a node of
-// its graph, the others' parts by the boundary's copies; what reads p from here on reads the whole
-Runner::Boundary Runner::all_gather(Building & at, const wsp_ggml_tensor * p, const State & split) {
+// its graph, the others' parts by the boundary's copies; what reads p from here on reads the whole.
+// to_main: only the main member gets the whole (Note [row split plan])
+Runner::Boundary Runner::all_gather(Building & at, const wsp_ggml_tensor * p, const State & split, bool to_main) {
     const size_t n_mem = members_.size();
     Boundary     x;
     x.kind = Boundary::ALL_GATHER;
     x.into.assign(n_mem, std::vector<wsp_ggml_tensor *>(n_mem, nullptr));
-    for (size_t m = 0; m < n_mem; ++m) {
-        x.parts.push_back(at.local[m].at(p));
+    for (size_t m = 0; m < n_mem; ++m) { // NULL: no part there (Note [row split plan])
+        auto it = at.local[m].find(p);
+        x.parts.push_back(it != at.local[m].end() ? it->second : nullptr);
     }
-    for (size_t e = 0; e < n_mem; ++e) {
+    for (size_t e = 0; e < (to_main ? 1 : n_mem); ++e) {
         wsp_ggml_context * ctx   = at.b.members[e].ctx;
         wsp_ggml_tensor *  whole = wsp_ggml_new_tensor(ctx, p->type, WSP_GGML_MAX_DIMS, p->ne);
         wsp_ggml_format_name(whole, "%s (gathered)", p->name);
         for (size_t d = 0; d < n_mem; ++d) {
+            if (x.parts[d] == nullptr) {
+                continue;
+            }
             wsp_ggml_tensor * place = cut(ctx, whole, split.dim, split.ranges[d]);
             if (d == e) {
                 wsp_ggml_build_forward_expand(at.b.members[e].graph, wsp_ggml_cpy(ctx, x.parts[e], place));
@@ -121,7 +156,7 @@ wsp_ggml_status Runner::prepare_all_reduces(Build & b) {
         }
     }
     if (grown) { // the other builds' slots were in the buffers just freed
-        builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b && k->planned; });
+        builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b; });
     }
     for (int m = 0; m < n_mem; ++m) {
         Build::PerMember & pm  = b.members[(size_t) m];
@@ -230,8 +265,11 @@ bool Runner::all_reduce(const Boundary & x, Moved & moved) {
 // the copies (and sums) of one boundary, queued after the segment before it
 bool Runner::cross(const Boundary & x, Moved & moved) {
     const size_t n_mem = members_.size();
-    if (x.kind == Boundary::FROM_MAIN) { // the main member's, to all
+    if (x.kind == Boundary::FROM_MAIN) { // the main member's, to those that read it
         for (size_t m = 1; m < n_mem; ++m) {
+            if (x.parts[m] == nullptr) {
+                continue;
+            }
             order_after(0, (int) m); // its copy is a leaf there, in memory m may have used before
             wsp_ggml_backend_tensor_copy_async(backends_[0], backends_[m], x.parts[0], x.parts[m]);
             moved.sent += wsp_ggml_nbytes(x.parts[m]);
@@ -241,7 +279,7 @@ bool Runner::cross(const Boundary & x, Moved & moved) {
     if (x.kind == Boundary::ALL_GATHER) { // every part to every other member's whole
         for (size_t e = 0; e < n_mem; ++e) {
             for (size_t d = 0; d < n_mem; ++d) {
-                if (d == e) {
+                if (x.into[e][d] == nullptr) { // e's own part, no part of d's, or e gets no whole
                     continue;
                 }
                 order_after((int) d, (int) e); // e's whole is a leaf, in memory e may have used before

@@ -162,13 +162,13 @@ Device & device_of(wsp_ggml_backend_dev_t dev) {
     return dev_ctx(dev);
 }
 
-// Note [new shares]: the shares decide which rows each member's shadow slice, weight piece and
-// cache part holds, and those are made once and then kept: new shares that kept them would
+// Note [new shares]: the shares decide which rows each member's weight piece and cache part
+// holds, and those are made once and then kept: new shares that kept them would
 // compute with the old layout, and ones laid out anew beside them would hold the memory twice.
 // So they all go here and are made again, by the new shares, when the next graph needs them:
 // a sharded cache is first made whole in the main member's copy (its latest bytes are in the
 // parts), as unshard(r, true) does. Every piece or cache that goes bumps the generation, which
-// drops the runner's kept builds (Note [kept member graphs]); so does a shadow, for good measure.
+// drops the runner's kept builds (Note [kept member graphs]).
 // The members' queued work must be done (the caller synchronized the device's backends), and no
 // graph may be computing on them: the backend reads tensor_split without the mutex.
 void Device::set_shares(const std::vector<float> & shares) {
@@ -183,10 +183,6 @@ void Device::set_shares(const std::vector<float> & shares) {
     for (const wsp_ggml_tensor * r : roots) {
         unshard(r, true);
     }
-    for (auto & [w, sh] : shadows) {
-        wsp_ggml_backend_buffer_free(sh.buffer);
-    }
-    shadows.clear();
     for (auto & [key, p] : pieces) {
         free_piece(p);
     }

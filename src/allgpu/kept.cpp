@@ -62,36 +62,36 @@ Runner::Build * Runner::find(const GraphKey & key) {
 }
 
 Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status) {
-    auto b     = std::make_unique<Build>();
-    b->spare   = &spare_;
-    b->key     = std::move(key);
-    b->planned = plan.ok();
-    b->once    = sighted_.count(b->key.hash) == 0;
+    auto b       = std::make_unique<Build>();
+    b->spare     = &spare_;
+    b->key       = std::move(key);
+    b->row_split = plan.row_split;
+    b->once      = sighted_.count(b->key.hash) == 0;
     if (b->once) {
         if (sighted_.size() >= SIGHTED) {
             sighted_.clear();
         }
         sighted_.insert(b->key.hash);
     }
-    if (b->planned) {
-        // a build may shard caches from the main member's copies and grow the members' buffers:
-        // nothing may be running on them
-        wait_members();
-        // the graph built to run once goes: its blocks, in pages touched already, make this one
-        builds_.remove_if([](const std::unique_ptr<Build> & k) { return k->once && k->planned; });
-        const uint64_t before = device_.generation.load();
-        builds_.push_front(std::move(b)); // kept first: a buffer it grows drops only the others
-        Build & made = *builds_.front();
-        *status      = build(made, g, plan);
-        if (*status != WSP_GGML_STATUS_SUCCESS) {
-            builds_.remove_if([&made](const std::unique_ptr<Build> & k) { return k.get() == &made; });
-            return nullptr;
-        }
-        if (device_.generation.load() != before) { // it sharded a cache anew: the others read the old pieces
-            builds_.remove_if([&made](const std::unique_ptr<Build> & k) { return k.get() != &made && k->planned; });
-        }
-    } else {
-        builds_.push_front(std::move(b));
+    // a build may shard caches from the main member's copies and grow the members' buffers:
+    // nothing may be running on them
+    wait_members();
+    if (device_.generation.load() != generation_) { // since find: a piece or a cache they read went
+        builds_.clear();
+        generation_ = device_.generation.load();
+    }
+    // the graph built to run once goes: its blocks, in pages touched already, make this one
+    builds_.remove_if([](const std::unique_ptr<Build> & k) { return k->once; });
+    const uint64_t before = device_.generation.load();
+    builds_.push_front(std::move(b)); // kept first: a buffer it grows drops only the others
+    Build & made = *builds_.front();
+    *status      = build(made, g, plan);
+    if (*status != WSP_GGML_STATUS_SUCCESS) {
+        builds_.remove_if([&made](const std::unique_ptr<Build> & k) { return k.get() == &made; });
+        return nullptr;
+    }
+    if (device_.generation.load() != before) { // it sharded a cache anew: the others read the old pieces
+        builds_.remove_if([&made](const std::unique_ptr<Build> & k) { return k.get() != &made; });
     }
     if (builds_.size() > CAPACITY) { // the least recently run never found again, else the least recently run
         wait_members();
@@ -111,9 +111,6 @@ Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan
 // runs it): they are, when the device's backend was synchronized since (whisper.cpp does after
 // every step), else they are waited for.
 bool Runner::follow(Build & b, const wsp_ggml_cgraph * g) {
-    if (!b.planned) { // nothing built: the row split runs graphs like it
-        return true;
-    }
     bool moved = false;
     for (int i = 0; i < g->n_nodes && !moved; ++i) {
         moved = b.seen[(size_t) i] != std::make_pair(g->nodes[i]->data, g->nodes[i]->view_offs);
@@ -179,8 +176,8 @@ void Runner::members_idle() {
     idle_ = true;
 }
 
-bool Runner::planned(const Build & b) {
-    return b.planned;
+bool Runner::row_split(const Build & b) {
+    return b.row_split;
 }
 
 } // namespace wsp::allgpu::tp

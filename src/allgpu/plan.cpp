@@ -699,6 +699,60 @@ Plan make_plan(const Graph & graph, std::unordered_map<int, int64_t> * units) {
     return p;
 }
 
+Plan row_split_plan(const Graph & graph) {
+    const wsp_ggml_cgraph * g = graph.g;
+    Plan                    p;
+    p.row_split = true;
+    p.nodes.assign((size_t) g->n_nodes, NodePlan{});
+    for (int i = 0; i < g->n_nodes; ++i) {
+        p.index[g->nodes[i]] = i;
+    }
+    std::unordered_set<const wsp_ggml_tensor *> split;   // origins not gathered yet
+    std::unordered_set<const wsp_ggml_tensor *> ever;    // origins (gathered or not)
+    std::unordered_set<const wsp_ggml_tensor *> written; // memory outside the graph it writes
+    for (int i = 0; i < g->n_nodes; ++i) {
+        wsp_ggml_tensor * n   = g->nodes[i];
+        NodePlan &        np  = p.nodes[(size_t) i];
+        wsp_ggml_tensor * in  = n->src[1];
+        const bool        out = p.index.count(in) == 0; // in: from outside the graph
+        // an origin's input is the main member's whole (sent) or memory from outside that this
+        // graph has not written (the members' copies are made as the run starts)
+        bool origin = n->op == WSP_GGML_OP_MUL_MAT && graph.spreadable(n->src[0]) && in != nullptr &&
+                      ever.count(in) == 0 && !(out && written.count(storage_of(in)) != 0);
+        Ranges r;
+        if (origin) {
+            r          = partition::ranges(graph.proportions, n->src[0]->ne[1], 1); // Note [partition]
+            int served = 0;
+            for (const Range & x : r) {
+                served += x.second > x.first ? 1 : 0;
+            }
+            origin = served > 1; // else the main member computes it whole
+        }
+        if (origin) {
+            np.take[0] = Take{ Take::ROWS, 1, r };
+            np.out     = State{ State::SPLIT, 0, r, p.n_origins++, 1, 1 };
+            if (!out) {
+                np.reduce_before.push_back(in); // sent (to each member once: the runner keeps it)
+            }
+            np.gather = i == g->n_nodes - 1 || (n->flags & WSP_GGML_TENSOR_FLAG_OUTPUT);
+            split.insert(n);
+            ever.insert(n);
+            continue;
+        }
+        np.out.kind = State::MAIN;
+        for (wsp_ggml_tensor * s : n->src) {
+            if (s != nullptr && split.erase(s) != 0) {
+                np.gather_before.push_back(s); // to the main member
+                p.n_all_gathers++;
+            }
+        }
+        if (!is_view_op(n->op) && n->view_src != nullptr && p.index.count(n->view_src) == 0) {
+            written.insert(n->view_src);
+        }
+    }
+    return p;
+}
+
 uint64_t structure_of(const wsp_ggml_cgraph * g) {
     uint64_t                                         h = 1469598103934665603ull; // FNV-1a
     std::unordered_map<const wsp_ggml_tensor *, int> index;

@@ -31,8 +31,19 @@
 // is all-reduced first. So an op without a rule costs bytes, not the plan.
 //
 // A graph that does not fit (a sharded cache read whole, a write into memory outside the graph
-// that is not a cache in the device's own buffers, no mat-mul to split) gets no plan, and the
-// reason: the caller runs it with the row split instead and logs that once.
+// that is not a cache in the device's own buffers, no mat-mul to split) gets no tensor-parallel
+// plan, and the reason: the caller plans it by the row split instead (Note [row split plan]) and
+// logs that once.
+//
+// Note [row split plan]: the plan every graph fits, run by the same runner. Each mat-mul whose
+// weight is spreadable and whose input is whole on the main member is an origin: member m
+// computes the weight's rows ranges[m] (tensor_split over every member, a member without a
+// share computes none of it). Every other node runs on the main member alone (MAIN), after the
+// split results it reads are gathered there; an origin's input is sent from the main member
+// before it (once per member). Sharded caches are made whole on the main member first, and the
+// graph's writes land in its own memory there, as on one device. So the row split moves each
+// origin's input out and its result back, and needs no scheduler, no copy of a weight beside
+// its pieces and no tensor of the caller's changed.
 
 #include "ggml.h"
 
@@ -131,7 +142,10 @@ struct Plan {
     int         n_all_gathers = 0;                               // sources all-gathered (Note [all-gathered sources])
     std::string why_not;                                         // set: no plan (the reason)
     std::unordered_map<const wsp_ggml_tensor *, Layout> layouts; // caches sharded from this graph on
-    bool                                                ok() const { return why_not.empty() && n_origins > 0; }
+    // Note [row split plan]: gather_before gathers to the main member only, and split ranges may
+    // be empty (a member without a share)
+    bool row_split = false;
+    bool ok() const { return why_not.empty() && (n_origins > 0 || row_split); }
 };
 
 struct Graph {
@@ -146,6 +160,10 @@ struct Graph {
 
 // units: the origins' units to start from (those an alike graph ended with), updated; NULL: none
 Plan make_plan(const Graph & graph, std::unordered_map<int, int64_t> * units = nullptr);
+
+// the row split's plan of the graph (Note [row split plan]); graph.sharded is not asked: the
+// caller makes the graph's sharded caches whole on the main member before each run
+Plan row_split_plan(const Graph & graph);
 
 // the graph's structure (ops, types, which node or outside tensor each source is) without shapes:
 // a decoder's graphs are alike from step to step, so their plans start from the same units

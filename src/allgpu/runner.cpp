@@ -131,9 +131,6 @@ wsp_ggml_tensor * Runner::cache_view(Building & at, int m, const NodePlan & np) 
 
 wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor * n, const NodePlan & np) {
     wsp_ggml_context * ctx = at.b.members[(size_t) m].ctx;
-    if (np.out.kind == State::MAIN && m != 0) { // received from the main member before it is read
-        return wsp_ggml_new_tensor(ctx, n->type, WSP_GGML_MAX_DIMS, n->ne);
-    }
     if (np.cache != nullptr) { // a read of a sharded cache, or a write into one (into this member's part)
         const bool write = n->op != WSP_GGML_OP_VIEW;
         if (m == 0) {
@@ -186,6 +183,7 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
             if (m == 0 && np.out.kind != State::SPLIT) { // the graph's own memory: its result is there
                 t->data   = n->data;
                 t->buffer = n->buffer;
+                std::copy(n->nb, n->nb + WSP_GGML_MAX_DIMS, t->nb); // a copy into a strided view writes that layout
                 at.b.own.push_back({ t, at.node });
             }
             break;
@@ -227,20 +225,20 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
             }
             b.boundaries.emplace_back();
             for (const wsp_ggml_tensor * p : np.reduce_before) {
-                Boundary x;
-                x.kind = plan.nodes[(size_t) plan.index.at(p)].out.kind == State::MAIN ? Boundary::FROM_MAIN
-                                                                                       : Boundary::ALL_REDUCE;
-                for (size_t m = 0; m < members_.size(); ++m) {
-                    x.parts.push_back(at.local[m].at(p));
-                }
-                b.boundaries.back().push_back(std::move(x));
+                b.boundaries.back().push_back(plan.nodes[(size_t) plan.index.at(p)].out.kind == State::MAIN
+                                                  ? from_main(at, p, np)
+                                                  : all_reduced(at, p));
             }
             for (const wsp_ggml_tensor * p : np.gather_before) {
-                b.boundaries.back().push_back(all_gather(at, p, plan.nodes[(size_t) plan.index.at(p)].out));
+                b.boundaries.back().push_back(
+                    all_gather(at, p, plan.nodes[(size_t) plan.index.at(p)].out, plan.row_split));
             }
         }
         at.node = i;
         for (size_t m = 0; m < members_.size() && !np.skip; ++m) {
+            if (!on_member(np, (int) m)) {
+                continue; // computed elsewhere; a MAIN result is received where it is read
+            }
             wsp_ggml_tensor * t = make_node(at, (int) m, n, np);
             if (t == nullptr) {
                 WSP_LOG_ERROR("%s: cannot make %s on %s\n", device_.name.c_str(), n->name,
@@ -253,15 +251,14 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
     }
     b.boundaries.emplace_back();
     for (const wsp_ggml_tensor * p : plan.reduce_at_end) {
-        Boundary x;
-        for (size_t m = 0; m < members_.size(); ++m) {
-            x.parts.push_back(at.local[m].at(p));
-        }
-        b.boundaries.back().push_back(std::move(x));
+        b.boundaries.back().push_back(all_reduced(at, p));
     }
     for (int i = 0; i < g->n_nodes; ++i) { // split results the graph gives out: into its memory
         const NodePlan & np = plan.nodes[(size_t) i];
         for (size_t m = 0; m < members_.size() && np.gather; ++m) {
+            if (!on_member(np, (int) m)) {
+                continue; // no rows there (Note [row split plan])
+            }
             const wsp_ggml_tensor * n   = g->nodes[i];
             wsp_ggml_context *      ctx = b.members[0].ctx;
             wsp_ggml_tensor *       own = alias(ctx, n);
@@ -289,7 +286,7 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
             return WSP_GGML_STATUS_ALLOC_FAILED;
         }
         if (wsp_ggml_gallocr_get_buffer_size(mb.galloc, 0) != had) { // a new buffer: the others' tensors are gone
-            builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b && k->planned; });
+            builds_.remove_if([&b](const std::unique_ptr<Build> & k) { return k.get() != &b; });
         }
     }
     for (const auto & seg : b.boundaries) { // the all-gathers' places in the wholes, now allocated

@@ -11,8 +11,8 @@
 // graph's key (Note [graph keys] in graph_key.h), so a graph seen before, a repeated encode or a
 // decoder step whose shapes repeat (its nodes may be elsewhere: Note [moved nodes] in
 // kept.cpp), runs without planning, building or allocating, and without a host wait: the
-// members' memory is ordered by events. A graph that no plan fits is kept too (the row split
-// runs it, the planner is not asked again). A graph is kept from its second sighting on (Note
+// members' memory is ordered by events. A graph that tensor parallelism does not fit is kept
+// with its row split plan (Note [row split plan] in plan.h). A graph is kept from its second sighting on (Note
 // [graphs seen once]). At most CAPACITY builds are kept; the least recently run of those never
 // found again goes first, else the least recently run. Builds share each member's compute
 // buffer, one allocator per member: they run one after another on the members' streams, so their
@@ -59,11 +59,11 @@ public:
 
     // the build kept for graphs with this key, NULL if none (made the most recently used)
     Build * find(const GraphKey & key);
-    // builds g's member graphs by plan (plan.ok()), or notes that no plan fits graphs like g, and
-    // keeps it under key; NULL, with *status set (logged), where it cannot be built
+    // builds g's member graphs by plan (plan.ok(): tensor-parallel or the row split's) and keeps
+    // them under key; NULL, with *status set (logged), where they cannot be built
     Build * add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status);
-    // false: no plan fits the build's graphs
-    static bool planned(const Build & b);
+    // the build runs by the row split (Note [row split plan] in plan.h)
+    static bool row_split(const Build & b);
     // points a build at where g's nodes are (g has the build's key; Note [moved nodes] in
     // kept.cpp); false where it cannot follow them (drop it, then add g anew)
     bool follow(Build & b, const wsp_ggml_cgraph * g);
@@ -112,7 +112,9 @@ private:
     wsp_ggml_tensor * take(Building & at, int m, const wsp_ggml_tensor * src, const Take & how);
     wsp_ggml_tensor * make_node(Building & at, int m, const wsp_ggml_tensor * n, const NodePlan & np);
     wsp_ggml_tensor * cache_view(Building & at, int m, const NodePlan & np);
-    Boundary          all_gather(Building & at, const wsp_ggml_tensor * p, const State & split);
+    Boundary          from_main(Building & at, const wsp_ggml_tensor * p, const NodePlan & reader);
+    Boundary          all_reduced(Building & at, const wsp_ggml_tensor * p);
+    Boundary          all_gather(Building & at, const wsp_ggml_tensor * p, const State & split, bool to_main);
 
     // boundaries.cpp: one boundary's copies (and an all-reduce's sums), queued after its segment
     bool cross(const Boundary & x, Moved & moved);

@@ -45,9 +45,9 @@ struct Runner::Boundary {
 
 struct Runner::Build {
     GraphKey key;
-    bool     planned = false;
-    bool     once    = false; // a graph seen once: it goes when the next graph is built
-    uint64_t hits    = 0;     // runs found by key
+    bool     row_split = false; // by Note [row split plan]: reads sharded caches made whole first
+    bool     once      = false; // a graph seen once: it goes when the next graph is built
+    uint64_t hits      = 0;     // runs found by key
     struct PerMember {
         Block              mem;             // ctx's memory
         wsp_ggml_context * ctx   = nullptr; // the member graph's tensors
@@ -118,6 +118,16 @@ struct Runner::Building {
     std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>> local;     // per member
     int                                                                         node = -1; // being made
 };
+
+// member m computes the node: a MAIN node only the main member, a split one where it has indices
+// (a member without a share has none in the row split, Note [row split plan])
+inline bool on_member(const NodePlan & np, int m) {
+    switch (np.out.kind) {
+        case State::MAIN: return m == 0;
+        case State::SPLIT: return np.out.ranges[(size_t) m].second > np.out.ranges[(size_t) m].first;
+        default: return true;
+    }
+}
 
 // a view node's offset in its source's bytes
 inline size_t offset_in_source(const wsp_ggml_tensor * n) {

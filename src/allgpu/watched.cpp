@@ -31,13 +31,13 @@ Watched watched_of(wsp_ggml_backend_buffer_t b) {
 }
 
 //
-// the watching buffer interface: the main member's own, and a written tensor loses its shadow
+// the watching buffer interface: the main member's own, and a written tensor loses its pieces
 //
 
 void w_free(wsp_ggml_backend_buffer_t b) {
     const Watched w = watched_of(b);
     MemberWork    work(*w.device);
-    w.device->forget_buffer(b); // shadows read this memory: they go first
+    w.device->forget_buffer(b); // pieces were made of this memory: they go first
     {
         std::lock_guard<std::mutex> lock(watched_mutex());
         watched().erase(b);

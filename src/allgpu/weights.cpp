@@ -1,10 +1,9 @@
-// The all-GPU device's copies of weights: a spreadable weight's shadow (the row split's split
-// tensor, Note [shadow split]) and its pieces per member for tensor parallelism, made on first
-// use and gone when the weight is written or its buffer goes.
+// The all-GPU device's one store of weights' copies: a weight's piece per member (its rows, its
+// columns or all of it, keyed by weight, member, kind and range), made on first use and gone
+// when the weight is written, its buffer goes or the shares change. The main member reads the
+// weight itself (its rows are views of it), so no member holds a weight's bytes twice.
 
 #include "all_gpu.h"
-
-#include "../split/split_buffer.h"
 
 #include <climits>
 #include <cstring>
@@ -16,46 +15,6 @@ bool spreadable(const Device & d, const wsp_ggml_tensor * w) {
            wsp_ggml_backend_buffer_get_usage(w->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
            wsp_ggml_backend_buffer_get_type(w->buffer) == wsp_ggml_backend_dev_buffer_type(d.main()) && w->ne[2] == 1 &&
            w->ne[3] == 1 && w->ne[1] >= (int64_t) d.members.size() && wsp_ggml_is_contiguous(w);
-}
-
-wsp_ggml_tensor * Device::shadow_of(const wsp_ggml_tensor * w) {
-    std::lock_guard<std::recursive_mutex> lock(mutex);
-    auto                                  it = shadows.find(w);
-    if (it != shadows.end()) {
-        const wsp_ggml_tensor * t = it->second.tensor.get();
-        if (it->second.weight_data == w->data && t->type == w->type && t->ne[0] == w->ne[0] && t->ne[1] == w->ne[1]) {
-            race::checker().acquire(race::checker().host_agent(), it->second.made);
-            return it->second.tensor.get();
-        }
-        wsp_ggml_backend_buffer_free(it->second.buffer); // another tensor now: made again
-        shadows.erase(it);
-    }
-    using split_buft_fn = wsp_ggml_backend_buffer_type_t (*)(int, const float *);
-    auto make_buft      = reinterpret_cast<split_buft_fn>(
-        wsp_ggml_backend_reg_get_proc_address(member_reg, "wsp_ggml_backend_split_buffer_type"));
-    wsp_ggml_backend_buffer_type_t buft = make_buft ? make_buft(0, tensor_split.data()) : nullptr;
-    if (buft == nullptr) {
-        WSP_LOG_ERROR("%s: %s has no split buffer type; %s's mat-muls stay on %s\n", name.c_str(),
-                      wsp_ggml_backend_reg_name(member_reg), w->name, wsp_ggml_backend_dev_name(main()));
-        return nullptr;
-    }
-    Shadow s;
-    s.tensor = std::make_unique<wsp_ggml_tensor>();
-    s.buffer = wsp_ggml_backend_buft_alloc_buffer(buft, wsp_ggml_nbytes(w)); // handles; slices come per device
-    if (s.buffer == nullptr || !split::init_shadow(s.buffer, s.tensor.get(), w)) {
-        if (s.buffer != nullptr) {
-            wsp_ggml_backend_buffer_free(s.buffer);
-        }
-        WSP_LOG_ERROR("%s: cannot spread %s over the members; its mat-muls stay on %s\n", name.c_str(), w->name,
-                      wsp_ggml_backend_dev_name(main()));
-        return nullptr;
-    }
-    wsp_ggml_backend_buffer_set_usage(s.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    s.weight_data       = w->data;
-    s.made              = race::checker().release_host();
-    wsp_ggml_tensor * t = s.tensor.get();
-    shadows.emplace(w, std::move(s));
-    return t;
 }
 
 void free_piece(Piece & p) {
@@ -143,11 +102,6 @@ wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind k
 void Device::forget(const wsp_ggml_tensor * w) {
     unshard(storage_of(w), true); // a write to a sharded cache: whole again first, then written
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    auto                                  it = shadows.find(w);
-    if (it != shadows.end()) {
-        wsp_ggml_backend_buffer_free(it->second.buffer);
-        shadows.erase(it);
-    }
     for (auto p = pieces.lower_bound(std::make_tuple(w, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
          p != pieces.end() && std::get<0>(p->first) == w;) {
         free_piece(p->second);
@@ -158,19 +112,6 @@ void Device::forget(const wsp_ggml_tensor * w) {
 
 void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    for (auto it = shadows.begin(); it != shadows.end();) {
-        // the main rows of a shadow are the weight's memory: the slice on the main member says where
-        bool in_b = false;
-        for (const split::Slice & s : split::split_of(it->second.tensor.get())->slices) {
-            in_b = in_b || s.buffer == b;
-        }
-        if (in_b) {
-            wsp_ggml_backend_buffer_free(it->second.buffer);
-            it = shadows.erase(it);
-        } else {
-            ++it;
-        }
-    }
     for (auto c = caches.begin(); c != caches.end();) { // the buffer goes: no write-back
         if (with_caches && c->second.buffer == b) {
             for (Piece & p : c->second.pieces) {
@@ -209,11 +150,8 @@ size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t 
         bytes += wsp::allgpu::main_weight_bytes(d); // the weights themselves
     }
     std::lock_guard<std::recursive_mutex> lock(d.mutex);
-    for (const auto & [w, s] : d.shadows) {
-        bytes += wsp::split::device_bytes(s.buffer, (int) i);
-    }
     for (const auto & [key, p] : d.pieces) {
-        bytes += p.member == (int) i ? wsp_ggml_backend_buffer_get_size(p.buffer) : 0;
+        bytes += p.member == (int) i ? wsp_ggml_nbytes(p.tensor) : 0; // the range it holds
     }
     return bytes;
 }

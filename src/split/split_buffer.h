@@ -48,18 +48,6 @@ WSP_INTERNAL_API wsp_ggml_backend_dev_t main_device(wsp_ggml_backend_buffer_type
 WSP_INTERNAL_API bool reserve(wsp_ggml_backend_buffer_t buffer, wsp_ggml_context * ctx, wsp_ggml_tensor * first,
                               wsp_ggml_tensor * last);
 
-// Note [shadow split]: makes `shadow` (a tensor struct of the caller's, with `full`'s type and
-// shape) a split tensor of `buffer` (a split buffer of the reg `full` lives in) whose rows are
-// `full`'s: the main device's rows are `full`'s own memory (a view, nothing copied; `full` must be
-// on the main device), every other device's rows are copied from `full` into memory of its own.
-// The all-GPU device spreads a weight's mat-muls this way while the weight itself stays whole for
-// its other readers. Returns false, logged, when a device cannot hold its rows.
-WSP_INTERNAL_API bool init_shadow(wsp_ggml_backend_buffer_t buffer, wsp_ggml_tensor * shadow,
-                                  const wsp_ggml_tensor * full);
-
-// bytes of device memory the split buffer holds on device d of its reg (pools and own buffers)
-WSP_INTERNAL_API size_t device_bytes(wsp_ggml_backend_buffer_t buffer, int d);
-
 // applies a usage to the per-device buffers (weights usage steers the scheduler)
 WSP_INTERNAL_API void set_usage(wsp_ggml_backend_buffer_t buffer, wsp_ggml_backend_buffer_usage usage);
 
