@@ -79,10 +79,16 @@ bool b_cpy_async(wsp_ggml_backend_t src_b, wsp_ggml_backend_t dst_b, const wsp_g
     return true;
 }
 
+// one host wait where the last run joined the members on the main member's stream (Note [joined
+// members] in runner.h), else one per member
 wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
     MemberWork      work(*ctx_of(b).device);
     wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
+    const bool      joined = ctx_of(b).runner == nullptr || ctx_of(b).runner->joined();
     for (wsp_ggml_backend_t m : ctx_of(b).members) {
+        if (joined && m != ctx_of(b).main()) {
+            continue;
+        }
         const wsp_ggml_status s = m->iface.synchronize ? m->iface.synchronize(m) : WSP_GGML_STATUS_SUCCESS;
         status                  = status == WSP_GGML_STATUS_SUCCESS ? s : status;
     }

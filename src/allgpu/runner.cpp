@@ -310,6 +310,7 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
 wsp_ggml_status Runner::run(Build & b, Moved & moved) {
     const size_t n_mem = members_.size();
     idle_              = false;
+    joined_            = false;
     for (size_t m = 0; m < n_mem; ++m) {
         Member &           mb = *members_[m];
         Build::PerMember & pm = b.members[m];
@@ -346,6 +347,10 @@ wsp_ggml_status Runner::run(Build & b, Moved & moved) {
         }
         moved.gathered += wsp_ggml_nbytes(x.part);
     }
+    for (size_t m = 1; m < n_mem; ++m) { // Note [joined members]
+        order_after(0, (int) m);
+    }
+    joined_ = true;
     return WSP_GGML_STATUS_SUCCESS;
 }
 

@@ -71,6 +71,10 @@ public:
     void drop(Build * b);
     // the members were synchronized by the device's backend: nothing queued reads a build
     void members_idle();
+    // Note [joined members]: the last run ended with the main member's stream waiting for every
+    // other member's work (events), so waiting for the main member waits for all of it: the
+    // device's synchronize is one host wait, not one per member. False after a run that failed.
+    bool joined() const { return joined_; }
     // runs a build: its inputs sent, its segments and all-reduces queued, its results gathered
     wsp_ggml_status run(Build & b, Moved & moved);
 
@@ -102,6 +106,7 @@ private:
     std::list<std::unique_ptr<Build>> builds_;            // most recently run first
     uint64_t                          generation_ = 0;    // the device's, when they were built
     bool                              idle_       = true; // nothing run since the members were waited for
+    bool                              joined_     = true; // Note [joined members]
 
     // waits for every member's queued work (before a build it may read is freed or rebuilt)
     void              wait_members();
