@@ -31,14 +31,16 @@ WSP_GGML_BACKEND_API wsp_ggml_backend_dev_t wsp_ggml_backend_all_gpu_member(wsp_
 WSP_GGML_BACKEND_API bool wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_backend_dev_t dev, const float * shares);
 
 // bytes of weights member i holds for the device: the main member the weight buffers made with
-// the device's buffer type, every member its rows of the spread mat-mul weights
+// the device's buffer type, every member the ranges of weights its pieces hold (rows or columns
+// of spread mat-mul weights, whole small weights its graphs read), each range once
 WSP_GGML_BACKEND_API size_t wsp_ggml_backend_all_gpu_weight_bytes(wsp_ggml_backend_dev_t dev, size_t i);
 
-// What tensor parallelism (Note [tensor parallelism] in src/allgpu/plan.h) moved between the
-// members since start, in bytes summed over the members that sent them: the all-reduces of the
+// What the device's plans (Note [tensor parallelism] and Note [row split plan] in
+// src/allgpu/plan.h) moved between the members since start, in bytes summed over the members that sent them: the all-reduces of the
 // blocks' partial sums, what the main member sent the others (a graph's inputs, an embedding's
-// rows) and the split results gathered into the main member. Graphs that run with the row split
-// are not in it, nor weights and caches placed once.
+// rows, an origin's input under the row split) and the split results gathered into the main
+// member. Graphs that run with the row split count their bytes too; n_graphs counts only the
+// tensor-parallel ones. Weights and caches placed once are not in it.
 struct wsp_ggml_backend_all_gpu_traffic {
     size_t all_reduce;    // bytes
     size_t n_all_reduces; // all-reduces run

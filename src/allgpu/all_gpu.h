@@ -129,8 +129,8 @@ struct Device {
 };
 
 // Note [all-GPU counters]: the device counts its own graph computes (calls on its backends) and
-// the plans it builds (a tensor-parallel plan and one member graph per member, or the row split's
-// scheduler pass and its splits' graphs: the backend resets its scheduler, so it splits anew),
+// the plans it builds (a plan, tensor-parallel or the row split's, and one member graph per
+// member),
 // and adds what its members were asked to do while one of its entry points (backend or buffer
 // calls that drive members) ran: their kernels, device graphs, host waits and allocations, the
 // members' counters after less before. Calls that overlap, nested on one thread or on several
