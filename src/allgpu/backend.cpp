@@ -98,6 +98,27 @@ wsp_ggml_status b_synchronize(wsp_ggml_backend_t b) {
     return status;
 }
 
+// Note [all-GPU events] in device.cpp: the device's event is its main member's, recorded there
+void b_event_record(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
+    MemberWork         work(*ctx_of(b).device);
+    wsp_ggml_backend_t main = ctx_of(b).main();
+    main->iface.event_record(main, static_cast<wsp_ggml_backend_event_t>(e->context));
+}
+
+// the main member waits (the members wait for it as the next run starts); an event of another
+// kind is the main member's to handle, as on one device
+void b_event_wait(wsp_ggml_backend_t b, wsp_ggml_backend_event_t e) {
+    MemberWork               work(*ctx_of(b).device);
+    wsp_ggml_backend_t       main = ctx_of(b).main();
+    wsp_ggml_backend_event_t x =
+        e->device == &ctx_of(b).device->dev ? static_cast<wsp_ggml_backend_event_t>(e->context) : e;
+    if (main->iface.event_wait != nullptr) {
+        main->iface.event_wait(main, x);
+    } else {
+        wsp_ggml_backend_event_synchronize(x);
+    }
+}
+
 // WSP_GGML_ALL_GPU_TP=0 turns tensor parallelism off (the row split for every graph)
 bool tp_enabled() {
     static const bool on = [] {
@@ -201,8 +222,8 @@ const wsp_ggml_backend_i backend_iface = {
     /* .graph_plan_update  = */ nullptr,
     /* .graph_plan_compute = */ nullptr,
     /* .graph_compute      = */ b_graph_compute,
-    /* .event_record       = */ nullptr,
-    /* .event_wait         = */ nullptr,
+    /* .event_record       = */ b_event_record,
+    /* .event_wait         = */ b_event_wait,
 };
 
 } // namespace

@@ -53,7 +53,33 @@ void dev_props(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_dev_props * props) {
     props->caps.async                = true;
     props->caps.host_buffer          = wsp_ggml_backend_dev_host_buffer_type(d.main()) != nullptr;
     props->caps.buffer_from_host_ptr = false;
-    props->caps.events               = false; // the scheduler waits for it on the host
+    props->caps.events               = d.main()->iface.event_new != nullptr; // Note [all-GPU events]
+}
+
+// Note [all-GPU events]: the device's event wraps one of its main member's, recorded on the main
+// member's stream. A run of the device's backend starts with every member waiting for the main
+// member and ends with the main member waiting for every member (Note [joined members] in
+// runner.h), so an event recorded on the main member after a run stands for all of it, and work
+// made to wait for one on the main member comes before every member's next run. A scheduler over
+// the device then orders its copies by events, as with one device, not by host waits.
+wsp_ggml_backend_event_t dev_event_new(wsp_ggml_backend_dev_t dev) {
+    wsp_ggml_backend_dev_t main = dev_ctx(dev).main();
+    if (main->iface.event_new == nullptr) {
+        WSP_LOG_ERROR("%s: %s has no events\n", dev_name(dev), wsp_ggml_backend_dev_name(main));
+        return nullptr;
+    }
+    wsp_ggml_backend_event_t inner = wsp_ggml_backend_event_new(main);
+    return inner != nullptr ? new wsp_ggml_backend_event{ dev, inner } : nullptr;
+}
+
+void dev_event_free(wsp_ggml_backend_dev_t, wsp_ggml_backend_event_t e) {
+    wsp_ggml_backend_event_free(static_cast<wsp_ggml_backend_event_t>(e->context));
+    delete e;
+}
+
+void dev_event_sync(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_event_t e) {
+    MemberWork work(dev_ctx(dev)); // the main member's host wait is the device's
+    wsp_ggml_backend_event_synchronize(static_cast<wsp_ggml_backend_event_t>(e->context));
 }
 
 wsp_ggml_backend_t dev_init(wsp_ggml_backend_dev_t dev, const char *) {
@@ -93,9 +119,9 @@ const wsp_ggml_backend_device_i device_iface = {
     /* .supports_op          = */ dev_supports_op,
     /* .supports_buft        = */ dev_supports_buft,
     /* .offload_op           = */ dev_offload_op,
-    /* .event_new            = */ nullptr,
-    /* .event_free           = */ nullptr,
-    /* .event_synchronize    = */ nullptr,
+    /* .event_new            = */ dev_event_new,
+    /* .event_free           = */ dev_event_free,
+    /* .event_synchronize    = */ dev_event_sync,
 };
 
 //

@@ -311,6 +311,9 @@ wsp_ggml_status Runner::run(Build & b, Moved & moved) {
     const size_t n_mem = members_.size();
     idle_              = false;
     joined_            = false;
+    for (size_t m = 1; m < n_mem; ++m) { // Note [joined members]: after what the main member was given
+        order_after((int) m, 0);
+    }
     for (size_t m = 0; m < n_mem; ++m) {
         Member &           mb = *members_[m];
         Build::PerMember & pm = b.members[m];

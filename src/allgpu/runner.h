@@ -71,9 +71,12 @@ public:
     void drop(Build * b);
     // the members were synchronized by the device's backend: nothing queued reads a build
     void members_idle();
-    // Note [joined members]: the last run ended with the main member's stream waiting for every
-    // other member's work (events), so waiting for the main member waits for all of it: the
-    // device's synchronize is one host wait, not one per member. False after a run that failed.
+    // Note [joined members]: a run starts with every member's stream waiting for the main
+    // member's work so far (what the client queued there: inputs, event waits) and ends with the
+    // main member's stream waiting for every member's work (events), so waiting for the main
+    // member waits for all of it: the device's synchronize is one host wait, not one per member,
+    // and its events are the main member's (Note [all-GPU events] in device.cpp). False after a
+    // run that failed.
     bool joined() const { return joined_; }
     // runs a build: its inputs sent, its segments and all-reduces queued, its results gathered
     wsp_ggml_status run(Build & b, Moved & moved);
