@@ -176,8 +176,9 @@ void check(const MmCase & c, uint32_t seed) {
     wsp_ggml_tensor * y = wsp_ggml_mul_mat(g.ctx(), w, x);
     g.build(y);
     ASSERT_GT(fill_inputs(g, seed), 0);
-    const Ref           ref  = reference(c, get_values(w), get_values(x));
-    const bool          kq   = wsp_ggml_blck_size(c.w_type) == 256; // the K-quants (mul_mat_q.cu)
+    const Ref ref = reference(c, get_values(w), get_values(x));
+    // the types read element by element (mul_mat_q.cu): the K-quants, IQ4_NL/XS, TQ1_0/TQ2_0
+    const bool          kq   = wsp_ggml_blck_size(c.w_type) == 256 || c.w_type == WSP_GGML_TYPE_IQ4_NL;
     const bool          dot  = kq ? c.M <= 8 : c.M <= cuda_dot_max_rows();
     const bool          many = ref.exact.size() >= MIN_OUTPUTS_FOR_NMSE;
     const double        u    = std::ldexp(1.0, -24);
@@ -267,13 +268,15 @@ TEST(CudaMulMatQ, BroadcastAndLayouts) {
     }
 }
 
-// K-quant weights: the dot kernel of exact values up to 8 rows, the F16 GEMM past them; depths of
-// one and five super-blocks, a broadcast with F16 permuted activations, strided weight rows
+// K-quant weights (and IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, read the same way): the dot kernel of exact
+// values up to 8 rows, the F16 GEMM past them; depths of one and five super-blocks, a broadcast
+// with F16 permuted activations, strided weight rows
 TEST(CudaMulMatQ, KQuantWeights) {
     REQUIRE_GPU();
     uint32_t seed = 71;
     for (wsp_ggml_type t :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
+           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
         for (int64_t M : { 1, 3, 8, 9, 70 }) {
             for (int64_t K : { 256, 1280 }) {
                 check({ t, WSP_GGML_TYPE_F32, K, 37, M }, seed++);
@@ -337,8 +340,8 @@ TEST(CudaMulMatQ, SupportsQuantizedWeights) {
         wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 64, 3);
         EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, w, x))) << wsp_ggml_type_name(t);
     }
-    // types without a kernel are refused, not miscomputed
-    wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_IQ4_XS, 256, 5);
+    // types without a kernel (the grid i-quants, storage-only) are refused, not miscomputed
+    wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 5);
     wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 256, 3);
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, k, x)));
     wsp_ggml_free(ctx);

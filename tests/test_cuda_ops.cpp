@@ -398,12 +398,13 @@ wsp_ggml_tensor * copy_to(wsp_ggml_context * ctx, wsp_ggml_tensor * src, wsp_ggm
     return wsp_ggml_cpy(ctx, src, wsp_ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]));
 }
 
-// the K-quants' rows (a whisper K-quant model's token embedding), read element by element bit for
-// bit as the CPU's to_float
+// the K-quants' rows (a whisper K-quant model's token embedding), and IQ4_NL's, IQ4_XS's,
+// TQ1_0's and TQ2_0's, read element by element bit for bit as the CPU's to_float
 TEST(CudaGetRows, KQuantRows) {
     REQUIRE_GPU();
     for (wsp_ggml_type type :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
+           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
         SCOPED_TRACE(wsp_ggml_type_name(type));
         compare(
             [&](wsp_ggml_context * ctx) {

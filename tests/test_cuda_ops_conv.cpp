@@ -265,11 +265,13 @@ TEST(CudaConv, MulMatId) {
         expert_ids(3, true));
 }
 
-// K-quant experts (rows of whole super-blocks), dequantized element by element on both sides
+// K-quant experts (rows of whole super-blocks; IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 too), dequantized
+// element by element on both sides
 TEST(CudaConv, MulMatIdKQuants) {
     REQUIRE_GPU();
     for (wsp_ggml_type at :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
+           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
         SCOPED_TRACE(wsp_ggml_type_name(at));
         compare(
             [&](wsp_ggml_context * ctx) {

@@ -165,10 +165,10 @@ inline void scale_min_k4(int j, const uint8_t * q, uint8_t & d, uint8_t & m) {
     }
 }
 
-// IQ4_NL's and IQ4_XS's 16 levels
-inline constexpr int8_t kvalues_iq4nl[16] = {
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
-};
+// IQ4_NL's and IQ4_XS's 16 levels (the initializer is shared with the CUDA kernels' table)
+#define WSP_KVALUES_IQ4NL \
+    { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 }
+inline constexpr int8_t kvalues_iq4nl[16] = WSP_KVALUES_IQ4NL;
 
 void dequantize_row_q2_K(const block_q2_K * x, float * y, int64_t k);
 void dequantize_row_q3_K(const block_q3_K * x, float * y, int64_t k);

@@ -115,7 +115,7 @@ bool launch_dequant(LaunchCtx & ctx, wsp_ggml_type type, const DequantLayout & l
             gpu::launch(dequant_f16_kernel<WSP_GGML_TYPE_Q8_0>, (unsigned) blocks, 256, 0, ctx.stream, l);
             break;
         default:
-            if (!is_k_quant(type)) {
+            if (!is_elem_quant(type)) {
                 return false;
             }
             gpu::launch(dequant_f16_elem_kernel, (unsigned) blocks, 256, 0, ctx.stream, l, (int) type);
@@ -267,7 +267,7 @@ int64_t mmq_dot_max_rows() {
 }
 
 bool mmq_type_supported(wsp_ggml_type t) {
-    return is_block_quant(t) || is_k_quant(t);
+    return is_block_quant(t) || is_elem_quant(t);
 }
 
 bool mul_mat_q_supported(const wsp_ggml_tensor * t) {
@@ -289,7 +289,7 @@ bool mul_mat_q_launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
         return WSP_CUDA_OK(cudaMemsetAsync(t->data, 0, wsp_ggml_nbytes(t), ctx.stream), ctx.physical);
     }
     const int64_t M = t->src[1]->ne[1];
-    if (is_k_quant(t->src[0]->type)) {
+    if (is_elem_quant(t->src[0]->type)) {
         return M <= KQ_ROWS ? kq_dot(ctx, t) : gemm_path(ctx, t);
     }
     return M <= mmq_dot_max_rows() ? mul_mat_q_dot(ctx, t) : gemm_path(ctx, t);

@@ -1,7 +1,8 @@
 #pragma once
 
 // Device side of the quantized block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and Q8_1 for mul_mat
-// activations), and the K-quants' dequantizers (element by element). The block structs are those
+// activations), and the dequantizers (element by element) of the K-quants, IQ4_NL, IQ4_XS, TQ1_0
+// and TQ2_0. The block structs are those
 // of src/core/quants.h, so host and device share one layout. Quantizing a block is bit-exact with
 // the CPU reference (Note [quantizer rounding]). The names below are an interface shared with the
 // quantized mul_mat and flash-attention kernels: keep them stable.
@@ -116,9 +117,20 @@ inline bool is_k_quant(wsp_ggml_type t) {
            t == WSP_GGML_TYPE_Q6_K;
 }
 
-// the types dequantize_row_elem reads
+// IQ4_NL, IQ4_XS and the ternary TQ1_0, TQ2_0: read element by element as the K-quants are
+inline bool is_other_elem_quant(wsp_ggml_type t) {
+    return t == WSP_GGML_TYPE_IQ4_NL || t == WSP_GGML_TYPE_IQ4_XS || t == WSP_GGML_TYPE_TQ1_0 ||
+           t == WSP_GGML_TYPE_TQ2_0;
+}
+
+// the types MUL_MAT reads element by element (no 8-bit activation path): the K-quants and the others
+inline bool is_elem_quant(wsp_ggml_type t) {
+    return is_k_quant(t) || is_other_elem_quant(t);
+}
+
+// the types dequantize_row_elem reads: every type the CPU converts to float but the float types
 inline bool is_dequantizable(wsp_ggml_type t) {
-    return is_block_quant(t) || is_k_quant(t);
+    return is_block_quant(t) || is_elem_quant(t);
 }
 
 // Q2_K / Q3_K / Q6_K value j sits at half n = j / 128, shift group s = (j % 128) / 32, byte l = j % 32
@@ -188,6 +200,59 @@ __device__ __forceinline__ float dequantize_q6_K(const block_q6_K * b, int j) {
     return __fmul_rn(dsc, (float) q);
 }
 
+// ---- IQ4_NL / IQ4_XS (non-linear 4-bit levels) and TQ1_0 / TQ2_0 (ternary): element j of one
+// block, bit for bit the CPU's to_float (src/core/quants_k.cpp)
+
+using wsp::block_iq4_nl;
+using wsp::block_iq4_xs;
+using wsp::block_tq1_0;
+using wsp::block_tq2_0;
+using wsp::QK4_NL;
+
+static __device__ __constant__ int8_t kvalues_iq4nl_dev[16] = WSP_KVALUES_IQ4NL;
+
+// value j of 32 packed in 16 bytes: the low nibbles first, then the high ones
+__device__ __forceinline__ int iq4_level(const uint8_t * qs, int j) {
+    return kvalues_iq4nl_dev[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4];
+}
+
+__device__ __forceinline__ float dequantize_iq4_nl(const block_iq4_nl * b, int j) {
+    return __fmul_rn(fp16_bits_to_float(b->d), (float) iq4_level(b->qs, j));
+}
+
+// 8 groups of 32, each with a 6-bit scale (low 4 bits in scales_l, high 2 in scales_h) less 32
+__device__ __forceinline__ float dequantize_iq4_xs(const block_iq4_xs * b, int j) {
+    const int   g  = j / 32;
+    const int   ls = ((b->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((b->scales_h >> (2 * g)) & 3) << 4);
+    const float dl = __fmul_rn(fp16_bits_to_float(b->d), (float) (ls - 32));
+    return __fmul_rn(dl, (float) iq4_level(b->qs + 16 * g, j % 32));
+}
+
+// 2 bits a value; bytes in two halves of 32, each byte's pairs of bits 32 values apart
+__device__ __forceinline__ float dequantize_tq2_0(const block_tq2_0 * b, int j) {
+    const int q = (b->qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3;
+    return __fmul_rn((float) (q - 1), fp16_bits_to_float(b->d));
+}
+
+// base-3 digit n (0..4) of a byte holding them as a fraction of 3^5 (the CPU's digit())
+__device__ __forceinline__ int tq1_digit(uint8_t byte, int n) {
+    constexpr uint8_t pow3[5] = { 1, 3, 9, 27, 81 };
+    return (int) (((unsigned) (uint8_t) (byte * pow3[n]) * 3u) >> 8);
+}
+
+// the first 32 bytes give 5 x 32 values, the next 16 bytes 5 x 16, the 4 bytes of qh 4 x 4
+__device__ __forceinline__ float dequantize_tq1_0(const block_tq1_0 * b, int j) {
+    int digit = 0;
+    if (j < 160) {
+        digit = tq1_digit(b->qs[j % 32], j / 32);
+    } else if (j < 240) {
+        digit = tq1_digit(b->qs[32 + (j - 160) % 16], (j - 160) / 16);
+    } else {
+        digit = tq1_digit(b->qh[(j - 240) % 4], (j - 240) / 4);
+    }
+    return __fmul_rn((float) (digit - 1), fp16_bits_to_float(b->d));
+}
+
 // element i of a row of blocks whose type is known at run time (a uniform branch); type must be
 // one of is_dequantizable's
 __device__ __forceinline__ float dequantize_row_elem(int type, const char * row, int64_t i) {
@@ -203,6 +268,14 @@ __device__ __forceinline__ float dequantize_row_elem(int type, const char * row,
             return dequantize_q5_K(reinterpret_cast<const block_q5_K *>(row) + i / QK_K, (int) (i % QK_K));
         case WSP_GGML_TYPE_Q6_K:
             return dequantize_q6_K(reinterpret_cast<const block_q6_K *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_IQ4_NL:
+            return dequantize_iq4_nl(reinterpret_cast<const block_iq4_nl *>(row) + i / QK4_NL, (int) (i % QK4_NL));
+        case WSP_GGML_TYPE_IQ4_XS:
+            return dequantize_iq4_xs(reinterpret_cast<const block_iq4_xs *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_TQ1_0:
+            return dequantize_tq1_0(reinterpret_cast<const block_tq1_0 *>(row) + i / QK_K, (int) (i % QK_K));
+        case WSP_GGML_TYPE_TQ2_0:
+            return dequantize_tq2_0(reinterpret_cast<const block_tq2_0 *>(row) + i / QK_K, (int) (i % QK_K));
         case WSP_GGML_TYPE_Q4_0: return dequantize_q4_0(reinterpret_cast<const block_q4_0 *>(row) + i / QK, j);
         case WSP_GGML_TYPE_Q4_1: return dequantize_q4_1(reinterpret_cast<const block_q4_1 *>(row) + i / QK, j);
         case WSP_GGML_TYPE_Q5_0: return dequantize_q5_0(reinterpret_cast<const block_q5_0 *>(row) + i / QK, j);
