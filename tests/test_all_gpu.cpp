@@ -27,6 +27,14 @@ wsp_ggml_backend_dev_t all_device() {
     return wsp_ggml_backend_dev_by_name("SIM_All");
 }
 
+// the all-GPU device over n sims registered with the given shares (WSP_GGML_TENSOR_SPLIT)
+wsp_ggml_backend_dev_t all_over_sims(int n, const char * shares) {
+    ::setenv("WSP_GGML_TENSOR_SPLIT", shares, 1);
+    const bool registered = wsp_ggml_backend_sim_register(n, 256) != nullptr;
+    ::unsetenv("WSP_GGML_TENSOR_SPLIT");
+    return registered ? all_device() : nullptr;
+}
+
 TEST(AllGpuDevice, ListedAfterTheSingleDevicesWithItsMembers) {
     ASSERT_NE(wsp_ggml_backend_sim_register(2, 256), nullptr);
     wsp_ggml_backend_dev_t all = all_device();
@@ -182,12 +190,9 @@ TEST(AllGpuCompute, TwoBackendsAtOnceShareTheWeights) {
 // the shares of the Megatron-style split)
 TEST(AllGpuCompute, TensorSplitSetsTheSharesAndFreedWeightsLeaveNothing) {
     ::setenv("WSP_GGML_ALL_GPU_TP", "0", 1);
-    ::setenv("WSP_GGML_TENSOR_SPLIT", "3,1", 1);
-    ASSERT_NE(wsp_ggml_backend_sim_register(2, 256), nullptr);
-    ::unsetenv("WSP_GGML_TENSOR_SPLIT");
-    ForeignAccessGuard     guard;
-    wsp_ggml_backend_dev_t all = all_device();
+    wsp_ggml_backend_dev_t all = all_over_sims(2, "3,1");
     ASSERT_NE(all, nullptr);
+    ForeignAccessGuard guard;
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
     wsp_ggml_backend_t gpu = wsp_ggml_backend_dev_init(all, nullptr);
     {
@@ -210,12 +215,9 @@ TEST(AllGpuCompute, TensorSplitSetsTheSharesAndFreedWeightsLeaveNothing) {
 // Note [row split plan]: a member without a share computes nothing, holds no weight and receives
 // nothing; the others compute their rows of each mat-mul, and the logits equal the CPU's
 TEST(AllGpuCompute, AMemberWithoutAShareIsLeftOut) {
-    ::setenv("WSP_GGML_TENSOR_SPLIT", "1,0,1", 1);
-    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
-    ::unsetenv("WSP_GGML_TENSOR_SPLIT");
-    ForeignAccessGuard     guard;
-    wsp_ggml_backend_dev_t all = all_device();
+    wsp_ggml_backend_dev_t all = all_over_sims(3, "1,0,1");
     ASSERT_NE(all, nullptr);
+    ForeignAccessGuard guard;
     // counts[i]: the kernels member i ran, counts[3 + i] its mat-muls (the hook's pointer is &counts[i])
     std::vector<int> counts(6, 0);
     for (size_t i = 0; i < 3; ++i) {
