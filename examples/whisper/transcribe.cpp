@@ -50,7 +50,8 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-enum class Placement { Auto, PerDevice, AllGpus, Cpu };
+// Gpu: the one GPU device there is (what Auto picks with exactly one)
+enum class Placement { Auto, PerDevice, AllGpus, Gpu, Cpu };
 
 struct Options {
     std::vector<std::string> inputs;
@@ -176,6 +177,11 @@ private:
             r.wall_s = seconds_since(t0);
             return r;
         }
+        if (pcm.empty()) { // a header and nothing after it: not a file to report as transcribed
+            r.error  = path + ": no audio samples (the file is empty or truncated)";
+            r.wall_s = seconds_since(t0);
+            return r;
+        }
         if (rate != WHISPER_SAMPLE_RATE) {
             pcm = wsp::example::resample(pcm, rate, WHISPER_SAMPLE_RATE);
         }
@@ -229,9 +235,11 @@ private:
         const fs::path out = fs::path(o_.srt_dir) / fs::path(path).filename().replace_extension(".srt");
         std::ofstream  f(out);
         for (int s = 0; f && s < whisper_full_n_segments(ctx_.get()); ++s) {
+            // whisper.cpp may end a segment's timestamps before it starts: a cue never runs backwards
+            const int64_t t0 = whisper_full_get_segment_t0(ctx_.get(), s);
+            const int64_t t1 = std::max(t0, whisper_full_get_segment_t1(ctx_.get(), s));
             f << s + 1 << "\n"
-              << srt_time(whisper_full_get_segment_t0(ctx_.get(), s)) << " --> "
-              << srt_time(whisper_full_get_segment_t1(ctx_.get(), s)) << "\n"
+              << srt_time(t0) << " --> " << srt_time(t1) << "\n"
               << whisper_full_get_segment_text(ctx_.get(), s) << "\n\n";
         }
         if (!f) {
@@ -705,11 +713,16 @@ bool expand_inputs(const Options & o, std::vector<std::string> & files) {
             continue;
         }
         std::vector<std::string> wavs;
-        for (const auto & e : fs::directory_iterator(in, ec)) {
+        for (const auto & e : fs::recursive_directory_iterator(in, fs::directory_options::skip_permission_denied, ec)) {
             std::string ext = e.path().extension().string();
             std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-            if (e.is_regular_file() && ext == ".wav") {
+            if (!e.is_regular_file()) {
+                continue;
+            }
+            if (ext == ".wav") {
                 wavs.push_back(e.path().string());
+            } else {
+                std::fprintf(stderr, "whisper_transcribe: skipped %s: not a .wav file\n", e.path().c_str());
             }
         }
         std::sort(wavs.begin(), wavs.end());
@@ -725,6 +738,36 @@ void log_callback(enum wsp_ggml_log_level level, const char * text, void * user)
     }
 }
 
+// everything a run needs, checked before the first file (a missing model or an unwritable folder
+// is one error, not one per file): false, said on stderr
+bool check_before_work(const Options & o) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.model, ec) || !std::ifstream(o.model)) {
+        std::fprintf(stderr, "whisper_transcribe: cannot read the model %s\n", o.model.c_str());
+        return false;
+    }
+    if (o.language != "auto" && whisper_lang_id(o.language.c_str()) < 0) {
+        std::string valid = "auto";
+        for (int i = 0; i <= whisper_lang_max_id(); ++i) {
+            valid += std::string(", ") + whisper_lang_str(i);
+        }
+        std::fprintf(stderr, "whisper_transcribe: --language %s is not a language whisper knows (one of %s)\n",
+                     o.language.c_str(), valid.c_str());
+        return false;
+    }
+    if (!o.srt_dir.empty()) {
+        fs::create_directories(o.srt_dir, ec);
+        const fs::path probe = fs::path(o.srt_dir) / ".whisper_transcribe.probe";
+        const bool     ok    = bool(std::ofstream(probe));
+        fs::remove(probe, ec);
+        if (!ok) {
+            std::fprintf(stderr, "whisper_transcribe: cannot write into the --srt folder %s\n", o.srt_dir.c_str());
+            return false;
+        }
+    }
+    return true;
+}
+
 int batch_main(Options & o) {
     std::vector<std::string> files;
     if (!expand_inputs(o, files)) {
@@ -734,9 +777,8 @@ int batch_main(Options & o) {
         std::fprintf(stderr, "whisper_transcribe: no input files\n");
         return 2;
     }
-    if (!o.srt_dir.empty()) {
-        std::error_code ec;
-        fs::create_directories(o.srt_dir, ec);
+    if (!check_before_work(o)) {
+        return 2;
     }
     FILE * json = stdout;
     if (!o.json_path.empty() && (json = std::fopen(o.json_path.c_str(), "w")) == nullptr) {
@@ -744,8 +786,10 @@ int batch_main(Options & o) {
         return 2;
     }
     const auto singles = single_gpu_devices();
-    if (o.placement == Placement::Auto) {
-        o.placement = singles.size() >= 2 ? Placement::PerDevice : Placement::Cpu;
+    if (o.placement == Placement::Auto) { // one GPU: that GPU, in this process
+        o.placement = singles.size() >= 2   ? Placement::PerDevice
+                      : singles.size() == 1 ? Placement::Gpu
+                                            : Placement::Cpu;
     }
     const auto gpus = gpu_devices();
     if (o.placement == Placement::AllGpus && (gpus.empty() || !wsp_ggml_backend_dev_is_all_gpu(gpus[0]))) {
@@ -766,6 +810,8 @@ int batch_main(Options & o) {
         }
     } else if (o.placement == Placement::AllGpus && on_sims(gpus[0])) {
         sims.insert(wsp_ggml_backend_dev_name(gpus[0]));
+    } else if (o.placement == Placement::Gpu && on_sims(singles[0])) {
+        sims.insert(wsp_ggml_backend_dev_name(singles[0]));
     }
     const bool  progress = o.progress || isatty(2);
     Batch       batch(files.size(), json, progress, sims);
@@ -777,6 +823,9 @@ int batch_main(Options & o) {
     } else if (o.placement == Placement::AllGpus) {
         weights   = run_in_process(o, files, gpus[0], batch);
         placement = std::string("all-gpus, one context on ") + wsp_ggml_backend_dev_name(gpus[0]);
+    } else if (o.placement == Placement::Gpu) {
+        run_in_process(o, files, singles[0], batch);
+        placement = std::string("the one GPU, one context on ") + wsp_ggml_backend_dev_name(singles[0]);
     } else {
         run_in_process(o, files, nullptr, batch);
         placement = "cpu";
@@ -803,7 +852,7 @@ CLI::Validator whole_number(long lo, long hi) {
 }
 
 void add_options(CLI::App & app, Options & o) {
-    app.add_option("inputs", o.inputs, "WAV files, and folders whose *.wav files are taken (sorted)");
+    app.add_option("inputs", o.inputs, "WAV files, and folders searched (with their subfolders) for *.wav files");
     app.add_option("--list", o.list, "a file of input paths, one a line");
     app.add_option("--model", o.model, "the whisper model (ggml .bin)")->required();
     app.add_option("--threads", o.threads, "CPU threads per context")->check(whole_number(1, 1024));

@@ -11,6 +11,7 @@
 #   run.sh peer WORK WHISPER_DIR NAME...      whisper_tokens on each model WORK/NAME built against ours and
 #                                             against the client's ggml (whisper.rn 0.4.3, bench/peers):
 #                                             the same greedy tokens
+#   run.sh transcribe-checks WORK WHISPER_DIR  whisper_transcribe's checks of options and inputs
 #   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
 #                                             placement): three spoken clips and a file that is no WAV
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -193,12 +194,66 @@ transcribe() {
     echo "PASS: 3 files with the CPU's tokens, the unreadable one reported and skipped"
 }
 
+# what a user of one machine meets (issue 34, item 2): bad options refused before any file, with
+# one message each; folders searched with their subfolders, other files named as skipped; a WAV
+# with no samples reported, not transcribed as silence; one GPU device taken by default
+transcribe_checks() {
+    local work=$1 whisper_dir=$2
+    need_sources "$whisper_dir"
+    [ -x "$work/build/whisper_transcribe" ] ||
+        skip "whisper_transcribe was not built (CLI11 missing: apt-get install libcli11-dev)"
+    local out
+    out=$(mktemp -d)
+    # shellcheck disable=SC2064 # the folder is named now: the variable is gone by exit
+    trap "rm -rf '$out'" EXIT
+    local tool="$work/build/whisper_transcribe"
+    local common=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback --cpu)
+    expect_refused() { # WHAT PATTERN ARGS...: exit 2, nothing on stdout, PATTERN on stderr
+        local what=$1 pattern=$2 rc=0
+        shift 2
+        "$tool" "$@" >"$out/refused.jsonl" 2>"$out/refused.log" || rc=$?
+        [ $rc -eq 2 ] || { cat "$out/refused.log"; echo "FAILED: $what: exit $rc, not 2"; exit 1; }
+        [ ! -s "$out/refused.jsonl" ] || { echo "FAILED: $what: a file was worked on"; exit 1; }
+        grep -q -- "$pattern" "$out/refused.log" || { cat "$out/refused.log"; echo "FAILED: $what: no '$pattern'"; exit 1; }
+    }
+    expect_refused "a missing model" "cannot read the model $out/none.bin" \
+        --model "$out/none.bin" --cpu "$work/batch"
+    expect_refused "an unknown language" "--language xx is not a language whisper knows (one of auto, en," \
+        "${common[@]}" --language xx "$work/batch"
+    touch "$out/file"
+    expect_refused "an unwritable --srt folder" "cannot write into the --srt folder $out/file/srt" \
+        "${common[@]}" --srt "$out/file/srt" "$work/batch"
+    mkdir -p "$out/in/sub/deeper"
+    cp "$work/batch/a.wav" "$out/in/sub/deeper/a.wav"
+    echo "notes" >"$out/in/sub/notes.txt"
+    head -c 44 "$work/batch/a.wav" >"$out/in/empty.wav" # the header alone
+    local rc=0
+    "$tool" "${common[@]}" --srt "$out/srt" "$out/in" >"$out/tree.jsonl" 2>"$out/tree.log" || rc=$?
+    cat "$out/tree.jsonl" "$out/tree.log"
+    [ $rc -eq 1 ] || { echo "FAILED: exit $rc, not 1 (the empty WAV)"; exit 1; }
+    grep '"ok":true' "$out/tree.jsonl" | grep -q "sub/deeper/a.wav" || { echo "FAILED: sub/deeper/a.wav not found"; exit 1; }
+    grep '"ok":false' "$out/tree.jsonl" | grep -q "no audio samples" || { echo "FAILED: the empty WAV not reported"; exit 1; }
+    grep -q "skipped $out/in/sub/notes.txt: not a .wav file" "$out/tree.log" || { echo "FAILED: notes.txt not named"; exit 1; }
+    # every cue ends at or after its start
+    awk -F' --> ' '/-->/ { if ($2 < $1) { print "FAILED: a cue runs backwards: " $0; bad = 1 } } END { exit bad }' \
+        "$out/srt/a.srt" || exit 1
+    # one GPU device: taken by default
+    rc=0
+    WSP_GGML_SIM_DEVICES=1 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
+        "$work/batch/a.wav" >"$out/one.jsonl" 2>"$out/one.log" || rc=$?
+    cat "$out/one.jsonl" "$out/one.log"
+    [ $rc -eq 0 ] || { echo "FAILED: one GPU: exit $rc"; exit 1; }
+    grep -q '"device":"SIM0"' "$out/one.jsonl" || { echo "FAILED: the one GPU device was not used"; exit 1; }
+    echo "PASS: bad options refused before any file, subfolders searched, the empty WAV reported, one GPU taken"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
     build) build "$@" ;;
     check) check "$@" ;;
     transcribe) transcribe "$@" ;;
+    transcribe-checks) transcribe_checks "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
