@@ -469,11 +469,12 @@ public:
 
     void add(const FileResult & r, const std::string & json) {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (progress_) { // the bar's line cleared first: on one terminal the JSON line starts a line of its own
+            std::fprintf(stderr, "\r\033[K");
+            std::fflush(stderr);
+        }
         std::fprintf(json_, "%s\n", json.c_str());
         std::fflush(json_);
-        if (progress_) {
-            std::fprintf(stderr, "\r\033[K");
-        }
         if (!r.ok) {
             // the WAV reader's messages name the file already
             const bool named = r.error.rfind(r.file, 0) == 0;

@@ -237,6 +237,14 @@ transcribe_checks() {
     # every cue ends at or after its start
     awk -F' --> ' '/-->/ { if ($2 < $1) { print "FAILED: a cue runs backwards: " $0; bad = 1 } } END { exit bad }' \
         "$out/srt/a.srt" || exit 1
+    # the progress bar and the JSON lines on one terminal (stdout and stderr one file): each JSON
+    # line starts a line of its own once the bar's line is cleared (what a terminal shows)
+    "$tool" "${common[@]}" --progress "$work/batch" >"$out/both.txt" 2>&1 || true
+    [ "$(grep -c '"file":' "$out/both.txt")" -eq 4 ] || { cat "$out/both.txt"; echo "FAILED: not 4 JSON lines"; exit 1; }
+    if sed 's/.*\x1b\[K//' "$out/both.txt" | grep '"file":' | grep -v '^{"file":'; then
+        echo "FAILED: a JSON line shares its line with the progress bar"
+        exit 1
+    fi
     # one GPU device: taken by default
     rc=0
     WSP_GGML_SIM_DEVICES=1 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
