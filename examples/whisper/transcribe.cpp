@@ -2,8 +2,9 @@
 // with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one context over
 // the all-GPU device; one JSON line per file, optional .srt files, a progress bar and a summary.
 // A file that cannot be read or transcribed is reported and skipped; the exit status is 0 when
-// every file is transcribed, 1 when some failed, 2 on bad arguments. On sims the summary also
-// gives the bytes moved to, from and between the devices per file.
+// every file is transcribed, 1 when some failed, 2 on bad arguments (checked before the first
+// file), 128 + the signal when SIGINT or SIGTERM stopped it (Note [stopping]). On sims the
+// summary also gives the bytes moved to, from and between the devices per file.
 
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
@@ -14,6 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +48,31 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock  = std::chrono::steady_clock;
+
+// Note [stopping]: SIGINT or SIGTERM (Ctrl-C, a cluster's scheduler) stops the run: the handler
+// records the signal and passes SIGTERM on to the worker processes; no new file is started, the
+// one a context is transcribing is abandoned (whisper.cpp's abort callback; a worker ends), every
+// worker is waited for, and the summary says how many files were not started. The exit status is
+// 128 + the signal. A worker also ends when its parent does (PR_SET_PDEATHSIG), so even a parent
+// killed outright leaves none behind.
+std::atomic<int>   g_stop_signal{ 0 };
+constexpr size_t   MAX_WORKERS = 256;
+std::atomic<pid_t> g_worker_pids[MAX_WORKERS]; // 0: a free slot
+static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler reads these");
+
+extern "C" void on_stop_signal(int sig) {
+    g_stop_signal.store(sig);
+    for (auto & pid : g_worker_pids) {
+        const pid_t p = pid.load();
+        if (p > 0) {
+            kill(p, SIGTERM);
+        }
+    }
+}
+
+bool stopping() {
+    return g_stop_signal.load() != 0;
+}
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -214,6 +242,7 @@ private:
         if (o_.no_fallback) {
             p.temperature_inc = 0.0f;
         }
+        p.abort_callback = [](void *) { return stopping(); }; // Note [stopping]
         return p;
     }
 
@@ -379,6 +408,15 @@ public:
         envp.push_back(nullptr);
         const int rc = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
         posix_spawn_file_actions_destroy(&actions);
+        for (size_t i = 0; rc == 0 && slot_ < 0 && i < MAX_WORKERS; ++i) { // Note [stopping]
+            pid_t free_slot = 0;
+            if (g_worker_pids[i].compare_exchange_strong(free_slot, pid_)) {
+                slot_ = int(i);
+            }
+        }
+        if (rc == 0 && stopping()) { // the signal came while it started
+            kill(pid_, SIGTERM);
+        }
         close(to_child[0]);
         close(from_child[1]);
         to_   = fdopen(to_child[1], "w");
@@ -422,6 +460,10 @@ public:
             waitpid(pid_, &status, 0);
             pid_ = -1;
         }
+        if (slot_ >= 0) {
+            g_worker_pids[slot_].store(0);
+            slot_ = -1;
+        }
     }
 
     const std::string & device() const { return device_; }
@@ -429,6 +471,7 @@ public:
 private:
     std::string device_;
     pid_t       pid_  = -1;
+    int         slot_ = -1; // in g_worker_pids
     FILE *      to_   = nullptr;
     FILE *      from_ = nullptr;
 };
@@ -529,6 +572,8 @@ public:
 
     size_t failed() const { return failed_; }
 
+    size_t reported() const { return done_; }
+
 private:
     struct Load {
         size_t files   = 0;
@@ -553,6 +598,10 @@ private:
     Clock::time_point           t0_ = Clock::now();
     std::map<std::string, Load> load_;
 };
+
+std::string stopped_error() {
+    return std::string("stopped by ") + (g_stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM") + " before it finished";
+}
 
 FileResult failure(const std::string & path, const std::string & device, const std::string & error) {
     FileResult r;
@@ -584,8 +633,11 @@ std::string run_in_process(const Options & o, const std::vector<std::string> & f
     Transcriber       t(o, device);
     std::string       error;
     const bool        loaded = t.load(use_gpu, error);
-    for (const auto & f : files) {
-        const FileResult r = loaded ? t.run(f) : failure(f, device, error);
+    for (size_t i = 0; i < files.size() && !stopping(); ++i) {
+        FileResult r = loaded ? t.run(files[i]) : failure(files[i], device, error);
+        if (!r.ok && stopping()) {
+            r.error = stopped_error();
+        }
         batch.add(r, json_line(r));
     }
     return loaded && use_gpu && wsp_ggml_backend_dev_is_all_gpu(dev) ? weight_bytes(dev) : "";
@@ -637,7 +689,7 @@ void run_per_device(const Options & o, const std::vector<std::string> & files,
     std::vector<std::thread> threads;
     for (auto & w : workers) {
         threads.emplace_back([&, wp = w.get()] {
-            for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+            for (size_t i; !stopping() && (i = next.fetch_add(1)) < files.size();) {
                 std::string line, json;
                 FileResult  r = failure(files[i], wp->device(), "");
                 if (wp->transcribe(files[i], line) && decode_result(line, r, json)) {
@@ -646,9 +698,9 @@ void run_per_device(const Options & o, const std::vector<std::string> & files,
                     batch.add(r, json);
                     continue;
                 }
-                // the worker is gone (it could not load the model, or died): this file fails, the
-                // others go to the remaining workers
-                r.error = "the worker process for " + wp->device() + " exited";
+                // the worker is gone (it could not load the model, or died, or was stopped): this
+                // file fails, the others go to the remaining workers
+                r.error = stopping() ? stopped_error() : "the worker process for " + wp->device() + " exited";
                 batch.add(r, json_line(r));
                 return;
             }
@@ -661,7 +713,7 @@ void run_per_device(const Options & o, const std::vector<std::string> & files,
         w->stop();
     }
     // files no worker could take (no worker started, or every one exited)
-    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+    for (size_t i; !stopping() && (i = next.fetch_add(1)) < files.size();) {
         const FileResult r = failure(files[i], "(none)", "no worker process left to transcribe it");
         batch.add(r, json_line(r));
     }
@@ -836,6 +888,11 @@ int batch_main(Options & o) {
     if (json != stdout) {
         std::fclose(json);
     }
+    if (const int sig = g_stop_signal.load()) {
+        std::fprintf(stderr, "whisper_transcribe: stopped by %s: %zu of %zu files not started\n",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", files.size() - batch.reported(), files.size());
+        return 128 + sig;
+    }
     return batch.failed() == 0 ? 0 : 1;
 }
 
@@ -906,6 +963,15 @@ int main(int argc, char ** argv) {
         setenv("WSP_GGML_ALL_GPUS", "1", 1);
     }
     std::signal(SIGPIPE, SIG_IGN); // a worker that died is seen as a failed write, not a signal
+    if (o.worker_device.empty()) { // Note [stopping]
+        struct sigaction sa = {};
+        sa.sa_handler       = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
+        sigaction(SIGTERM, &sa, nullptr);
+    } else {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+    }
     whisper_log_set(log_callback, &o.verbose);
     wsp_ggml_log_set(log_callback, &o.verbose);
     return o.worker_device.empty() ? batch_main(o) : worker_main(o);

@@ -245,6 +245,32 @@ transcribe_checks() {
         echo "FAILED: a JSON line shares its line with the progress bar"
         exit 1
     fi
+    # Note [stopping]: SIGTERM in the middle of a long list stops the run with the summary and 143,
+    # in this process (--cpu) and with worker processes (--per-device over 2 sims), none left behind
+    ln -s "$work/model-tiny-f16.bin" "$out/stop-model.bin" # names this test's workers for pgrep
+    for _ in $(seq 200); do echo "$work/batch/a.wav"; done >"$out/long.list"
+    local placement pid
+    for placement in --cpu --per-device; do
+        rc=0
+        WSP_GGML_SIM_DEVICES=2 "$tool" --model "$out/stop-model.bin" --threads 1 --max-tokens 10 --no-fallback \
+            "$placement" --list "$out/long.list" >"$out/stop.jsonl" 2>"$out/stop.log" &
+        pid=$!
+        sleep 2
+        kill -TERM "$pid"
+        wait "$pid" || rc=$?
+        cat "$out/stop.log"
+        [ $rc -eq 143 ] || { echo "FAILED: $placement: exit $rc after SIGTERM, not 143"; exit 1; }
+        grep -q "^summary: " "$out/stop.log" || { echo "FAILED: $placement: no summary"; exit 1; }
+        grep -q "stopped by SIGTERM: [0-9]* of 200 files not started" "$out/stop.log" ||
+            { echo "FAILED: $placement: the stop is not said"; exit 1; }
+        [ "$(wc -l <"$out/stop.jsonl")" -lt 200 ] || { echo "FAILED: $placement: every file ran"; exit 1; }
+        sleep 0.5
+        if pgrep -f "$out/stop-model.bin" >/dev/null; then
+            pgrep -a -f "$out/stop-model.bin"
+            echo "FAILED: $placement: a worker process was left behind"
+            exit 1
+        fi
+    done
     # one GPU device: taken by default
     rc=0
     WSP_GGML_SIM_DEVICES=1 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
@@ -252,7 +278,8 @@ transcribe_checks() {
     cat "$out/one.jsonl" "$out/one.log"
     [ $rc -eq 0 ] || { echo "FAILED: one GPU: exit $rc"; exit 1; }
     grep -q '"device":"SIM0"' "$out/one.jsonl" || { echo "FAILED: the one GPU device was not used"; exit 1; }
-    echo "PASS: bad options refused before any file, subfolders searched, the empty WAV reported, one GPU taken"
+    echo "PASS: bad options refused before any file, subfolders searched, the empty WAV reported, SIGTERM stops"
+    echo "      the run with its summary and no worker left, one GPU taken"
 }
 
 mode=${1:-}
