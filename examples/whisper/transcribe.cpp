@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <spawn.h>
@@ -84,6 +85,7 @@ enum class Placement { Auto, PerDevice, AllGpus, Gpu, Cpu };
 struct Options {
     std::vector<std::string> inputs;
     std::string              list;
+    std::string              glob = "*.wav"; // the files taken from folders
     std::string              model;
     int                      threads  = int(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
     std::string              language = "en";
@@ -742,22 +744,34 @@ int worker_main(const Options & o) {
 
 // ---- arguments --------------------------------------------------------------------------------
 
+// the paths of a list, one a line (a list file, or standard input)
+void read_list(std::istream & in, std::vector<std::string> & inputs) {
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty() && line.back() == '\r') {
+            line.pop_back();
+        }
+        if (!line.empty()) {
+            inputs.push_back(line);
+        }
+    }
+}
+
 bool expand_inputs(const Options & o, std::vector<std::string> & files) {
-    std::vector<std::string> inputs = o.inputs;
+    std::vector<std::string> inputs;
+    for (const auto & in : o.inputs) {
+        if (in == "-") { // the paths on standard input
+            read_list(std::cin, inputs);
+        } else {
+            inputs.push_back(in);
+        }
+    }
     if (!o.list.empty()) {
         std::ifstream f(o.list);
         if (!f) {
             std::fprintf(stderr, "whisper_transcribe: cannot read the list %s\n", o.list.c_str());
             return false;
         }
-        for (std::string line; std::getline(f, line);) {
-            if (!line.empty() && line.back() == '\r') {
-                line.pop_back();
-            }
-            if (!line.empty()) {
-                inputs.push_back(line);
-            }
-        }
+        read_list(f, inputs);
     }
     for (const auto & in : inputs) {
         std::error_code ec;
@@ -767,15 +781,14 @@ bool expand_inputs(const Options & o, std::vector<std::string> & files) {
         }
         std::vector<std::string> wavs;
         for (const auto & e : fs::recursive_directory_iterator(in, fs::directory_options::skip_permission_denied, ec)) {
-            std::string ext = e.path().extension().string();
-            std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
             if (!e.is_regular_file()) {
                 continue;
             }
-            if (ext == ".wav") {
+            if (fnmatch(o.glob.c_str(), e.path().filename().c_str(), FNM_CASEFOLD) == 0) {
                 wavs.push_back(e.path().string());
             } else {
-                std::fprintf(stderr, "whisper_transcribe: skipped %s: not a .wav file\n", e.path().c_str());
+                std::fprintf(stderr, "whisper_transcribe: skipped %s: its name does not match --glob %s\n",
+                             e.path().c_str(), o.glob.c_str());
             }
         }
         std::sort(wavs.begin(), wavs.end());
@@ -910,8 +923,11 @@ CLI::Validator whole_number(long lo, long hi) {
 }
 
 void add_options(CLI::App & app, Options & o) {
-    app.add_option("inputs", o.inputs, "WAV files, and folders searched (with their subfolders) for *.wav files");
+    app.add_option("inputs", o.inputs,
+                   "WAV files, folders searched (with their subfolders) for --glob's files, - for paths on stdin");
     app.add_option("--list", o.list, "a file of input paths, one a line");
+    app.add_option("--glob", o.glob, "the names of the files taken from folders (case-insensitive)")
+        ->capture_default_str();
     app.add_option("--model", o.model, "the whisper model (ggml .bin)")->required();
     app.add_option("--threads", o.threads, "CPU threads per context")->check(whole_number(1, 1024));
     app.add_option("--language", o.language, "spoken language");

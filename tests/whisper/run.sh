@@ -233,7 +233,16 @@ transcribe_checks() {
     [ $rc -eq 1 ] || { echo "FAILED: exit $rc, not 1 (the empty WAV)"; exit 1; }
     grep '"ok":true' "$out/tree.jsonl" | grep -q "sub/deeper/a.wav" || { echo "FAILED: sub/deeper/a.wav not found"; exit 1; }
     grep '"ok":false' "$out/tree.jsonl" | grep -q "no audio samples" || { echo "FAILED: the empty WAV not reported"; exit 1; }
-    grep -q "skipped $out/in/sub/notes.txt: not a .wav file" "$out/tree.log" || { echo "FAILED: notes.txt not named"; exit 1; }
+    grep -q "skipped $out/in/sub/notes.txt: its name does not match --glob \*.wav" "$out/tree.log" ||
+        { echo "FAILED: notes.txt not named"; exit 1; }
+    # --glob, and paths on standard input
+    cp "$work/batch/a.wav" "$out/in/sub/A.Speech"
+    rc=0
+    echo "$work/batch/b.wav" | "$tool" "${common[@]}" --glob '*.speech' "$out/in" - >"$out/glob.jsonl" 2>"$out/glob.log" || rc=$?
+    cat "$out/glob.jsonl" "$out/glob.log"
+    [ $rc -eq 0 ] || { echo "FAILED: --glob: exit $rc"; exit 1; }
+    [ "$(grep -c '"ok":true' "$out/glob.jsonl")" -eq 2 ] && grep -q "A.Speech" "$out/glob.jsonl" &&
+        grep -q "batch/b.wav" "$out/glob.jsonl" || { echo "FAILED: --glob *.speech and stdin: not A.Speech and b.wav"; exit 1; }
     # every cue ends at or after its start
     awk -F' --> ' '/-->/ { if ($2 < $1) { print "FAILED: a cue runs backwards: " $0; bad = 1 } } END { exit bad }' \
         "$out/srt/a.srt" || exit 1
