@@ -1,6 +1,7 @@
 // whisper_transcribe: the batch job our users run. Transcribes WAV files (any rate, 16-bit PCM)
 // with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one context over
-// the all-GPU device; one JSON line per file, optional .srt files, a progress bar and a summary.
+// the all-GPU device; one JSON line per file, transcript files (outputs.h), a progress bar and a
+// summary.
 // A file that cannot be read or transcribed is reported and skipped; the exit status is 0 when
 // every file is transcribed, 1 when some failed, 2 on bad arguments (checked before the first
 // file), 128 + the signal when SIGINT or SIGTERM stopped it (Note [stopping]). On sims the
@@ -9,6 +10,7 @@
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
 #include "ggml-sim.h"
+#include "outputs.h"
 #include "wav.h"
 #include "whisper.h"
 
@@ -91,6 +93,9 @@ struct Options {
     std::string              language = "en";
     bool                     flash    = false;
     std::string              srt_dir;
+    std::string              output_dir;            // --output-dir: the transcript files, mirrored
+    std::string              output_format = "all"; // --output-format, checked before work
+    std::vector<std::string> formats;               // what output_format names
     std::string              json_path;
     int                      max_tokens  = 0;
     bool                     no_fallback = false;
@@ -222,7 +227,7 @@ private:
             return r;
         }
         collect(r);
-        if (!o_.srt_dir.empty() && !write_srt(path, r.error)) {
+        if (!write_outputs(path, r.error)) {
             r.wall_s = seconds_since(t0);
             return r;
         }
@@ -262,21 +267,33 @@ private:
         }
     }
 
-    bool write_srt(const std::string & path, std::string & error) const {
-        const fs::path out = fs::path(o_.srt_dir) / fs::path(path).filename().replace_extension(".srt");
-        std::ofstream  f(out);
-        for (int s = 0; f && s < whisper_full_n_segments(ctx_.get()); ++s) {
-            // whisper.cpp may end a segment's timestamps before it starts: a cue never runs backwards
-            const int64_t t0 = whisper_full_get_segment_t0(ctx_.get(), s);
-            const int64_t t1 = std::max(t0, whisper_full_get_segment_t1(ctx_.get(), s));
-            f << s + 1 << "\n"
-              << srt_time(t0) << " --> " << srt_time(t1) << "\n"
-              << whisper_full_get_segment_text(ctx_.get(), s) << "\n\n";
+    // the transcript files: --output-dir's formats, and --srt's .srt (Note [output formats])
+    bool write_outputs(const std::string & path, std::string & error) const {
+        if (o_.output_dir.empty() && o_.srt_dir.empty()) {
+            return true;
         }
-        if (!f) {
-            error = "could not write " + out.string();
+        Transcript t;
+        t.file         = path;
+        const int lang = whisper_full_lang_id(ctx_.get());
+        t.language     = lang >= 0 ? whisper_lang_str(lang) : o_.language;
+        for (int s = 0; s < whisper_full_n_segments(ctx_.get()); ++s) {
+            Segment seg;
+            seg.t0   = whisper_full_get_segment_t0(ctx_.get(), s);
+            seg.t1   = whisper_full_get_segment_t1(ctx_.get(), s);
+            seg.text = whisper_full_get_segment_text(ctx_.get(), s);
+            for (int k = 0; k < whisper_full_n_tokens(ctx_.get(), s); ++k) {
+                const whisper_token_data d = whisper_full_get_token_data(ctx_.get(), s, k);
+                seg.tokens.push_back({ d.id, whisper_full_get_token_text(ctx_.get(), s, k), d.p });
+            }
+            t.segments.push_back(std::move(seg));
         }
-        return bool(f);
+        for (const std::string & f : o_.output_dir.empty() ? std::vector<std::string>{} : o_.formats) {
+            if (!write_atomically(output_path(o_.output_dir, path, f), render(t, f), &error)) {
+                return false;
+            }
+        }
+        const fs::path srt = fs::path(o_.srt_dir) / fs::path(path).filename().replace_extension(".srt");
+        return o_.srt_dir.empty() || write_atomically(srt.string(), render(t, "srt"), &error);
     }
 
     const Options & o_;
@@ -669,6 +686,9 @@ std::vector<std::string> worker_args(const Options & o, const std::string & devi
     if (!o.srt_dir.empty()) {
         a.insert(a.end(), { "--srt", o.srt_dir });
     }
+    if (!o.output_dir.empty()) {
+        a.insert(a.end(), { "--output-dir", o.output_dir, "--output-format", o.output_format });
+    }
     return a;
 }
 
@@ -821,13 +841,17 @@ bool check_before_work(const Options & o) {
                      o.language.c_str(), valid.c_str());
         return false;
     }
-    if (!o.srt_dir.empty()) {
-        fs::create_directories(o.srt_dir, ec);
-        const fs::path probe = fs::path(o.srt_dir) / ".whisper_transcribe.probe";
+    for (const auto & [flag, dir] :
+         { std::make_pair("--srt", o.srt_dir), std::make_pair("--output-dir", o.output_dir) }) {
+        if (dir.empty()) {
+            continue;
+        }
+        fs::create_directories(dir, ec);
+        const fs::path probe = fs::path(dir) / ".whisper_transcribe.probe";
         const bool     ok    = bool(std::ofstream(probe));
         fs::remove(probe, ec);
         if (!ok) {
-            std::fprintf(stderr, "whisper_transcribe: cannot write into the --srt folder %s\n", o.srt_dir.c_str());
+            std::fprintf(stderr, "whisper_transcribe: cannot write into the %s folder %s\n", flag, dir.c_str());
             return false;
         }
     }
@@ -932,7 +956,19 @@ void add_options(CLI::App & app, Options & o) {
     app.add_option("--threads", o.threads, "CPU threads per context")->check(whole_number(1, 1024));
     app.add_option("--language", o.language, "spoken language");
     app.add_flag("--flash", o.flash, "flash attention");
-    app.add_option("--srt", o.srt_dir, "write one .srt per input into this folder");
+    app.add_option("--srt", o.srt_dir, "write one .srt per input into this folder (its file name alone)");
+    app.add_option("--output-dir", o.output_dir,
+                   "write the transcripts here, in the inputs' folders as given (no two inputs share an output)");
+    app.add_option("--output-format", o.output_format, "txt, vtt, srt, tsv, json, a list of them, or all")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [&o](std::string & v) {
+                std::string bad;
+                return parse_output_formats(v, o.formats, &bad)
+                           ? std::string()
+                           : "'" + bad + "' is not an output format (txt, vtt, srt, tsv, json, all)";
+            },
+            "FORMATS"));
     app.add_option("--json", o.json_path, "write the JSON lines here instead of stdout");
     app.add_option("--max-tokens", o.max_tokens, "at most this many tokens per segment (0: no limit)")
         ->check(whole_number(0, 100000));
@@ -968,6 +1004,8 @@ int main(int argc, char ** argv) {
         const int rc = app.exit(e);
         return rc == 0 ? 0 : 2;
     }
+    std::string bad; // the default's formats ("all"), or the ones --output-format named
+    parse_output_formats(o.output_format, o.formats, &bad);
     if (o.list.empty() && o.inputs.empty() && o.worker_device.empty()) {
         std::fprintf(stderr, "whisper_transcribe: give WAV files, folders or --list\n%s", app.help().c_str());
         return 2;

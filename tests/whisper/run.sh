@@ -254,11 +254,52 @@ transcribe_checks() {
         echo "FAILED: a JSON line shares its line with the progress bar"
         exit 1
     fi
+    # --output-format and --output-dir (Note [output formats]): each format by its rules, inputs of
+    # one name in two folders kept apart, nothing left under a temporary name; workers too
+    expect_refused "an unknown output format" "'xx' is not an output format (txt, vtt, srt, tsv, json, all)" \
+        "${common[@]}" --output-dir "$out/o" --output-format txt,xx "$work/batch"
+    mkdir -p "$out/two/x" "$out/two/y"
+    cp "$work/batch/a.wav" "$out/two/x/same.wav"
+    cp "$work/batch/b.wav" "$out/two/y/same.wav"
+    local placement
+    for placement in --cpu --per-device; do
+        rm -rf "$out/o"
+        rc=0
+        WSP_GGML_SIM_DEVICES=2 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
+            "$placement" --output-dir "$out/o" "$out/two" >"$out/o.jsonl" 2>"$out/o.log" || rc=$?
+        [ $rc -eq 0 ] || { cat "$out/o.log"; echo "FAILED: $placement --output-dir: exit $rc"; exit 1; }
+        local base="$out/o/${out#/}/two" f
+        for f in x/same y/same; do
+            for ext in txt vtt srt tsv json; do
+                [ -s "$base/$f.$ext" ] || { find "$out/o"; echo "FAILED: $placement: no $base/$f.$ext"; exit 1; }
+            done
+        done
+        ! find "$out/o" -name '*.tmp-*' | grep -q . || { echo "FAILED: a temporary file was left"; exit 1; }
+        [ "$(head -1 "$base/x/same.vtt")" = "WEBVTT" ] || { echo "FAILED: vtt header"; exit 1; }
+        grep -Eq '^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} --> [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}$' "$base/x/same.vtt" ||
+            { echo "FAILED: vtt times"; exit 1; }
+        grep -Eq '^[0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3} --> [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}$' "$base/x/same.srt" ||
+            { echo "FAILED: srt times"; exit 1; }
+        [ "$(head -1 "$base/x/same.tsv")" = "$(printf 'start\tend\ttext')" ] || { echo "FAILED: tsv header"; exit 1; }
+        python3 - "$base/x/same.json" "$base/y/same.json" "$base/x/same.txt" <<'PY' || { echo "FAILED: json"; exit 1; }
+import json, sys
+x, y = (json.load(open(p)) for p in sys.argv[1:3])
+assert x["file"].endswith("two/x/same.wav") and y["file"].endswith("two/y/same.wav"), (x["file"], y["file"])
+assert x["language"] == "en" and x["segments"], x
+last = 0.0
+for s in x["segments"] + y["segments"]:
+    assert s["start"] <= s["end"] and s["tokens"], s
+    for t in s["tokens"]:
+        assert isinstance(t["id"], int) and 0.0 <= t["p"] <= 1.0, t
+txt = open(sys.argv[3]).read().splitlines()
+assert txt == [s["text"] for s in x["segments"]], (txt, x["segments"])
+PY
+    done
     # Note [stopping]: SIGTERM in the middle of a long list stops the run with the summary and 143,
     # in this process (--cpu) and with worker processes (--per-device over 2 sims), none left behind
     ln -s "$work/model-tiny-f16.bin" "$out/stop-model.bin" # names this test's workers for pgrep
     for _ in $(seq 200); do echo "$work/batch/a.wav"; done >"$out/long.list"
-    local placement pid
+    local pid
     for placement in --cpu --per-device; do
         rc=0
         WSP_GGML_SIM_DEVICES=2 "$tool" --model "$out/stop-model.bin" --threads 1 --max-tokens 10 --no-fallback \
