@@ -275,8 +275,7 @@ TEST(CudaMulMatQ, KQuantWeights) {
     REQUIRE_GPU();
     uint32_t seed = 71;
     for (wsp_ggml_type t :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
-           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
+         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K }) {
         for (int64_t M : { 1, 3, 8, 9, 70 }) {
             for (int64_t K : { 256, 1280 }) {
                 check({ t, WSP_GGML_TYPE_F32, K, 37, M }, seed++);
@@ -287,6 +286,12 @@ TEST(CudaMulMatQ, KQuantWeights) {
             c.a2 = 2, c.b2 = 4, c.b3 = 3;
             c.x_layout = Layout::Permuted;
             check(c, seed++);
+        }
+    }
+    // the same kernels read them element by element: each path once
+    for (wsp_ggml_type t : { WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
+        for (int64_t M : { 1, 9 }) {
+            check({ t, WSP_GGML_TYPE_F32, 512, 37, M }, seed++);
         }
     }
 }
