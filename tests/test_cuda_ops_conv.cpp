@@ -357,10 +357,12 @@ TEST(CudaConv, SupportIsExact) {
     wsp_ggml_tensor *  ids = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_I32, 2, 3);
     wsp_ggml_tensor *  b   = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 32, 2, 3);
     wsp_ggml_tensor *  bq  = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_Q8_0, 32, 2, 3);
-    wsp_ggml_tensor *  i2  = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_IQ4_NL, 32, 4, 3);
+    // a grid i-quant: storage-only (the CPU has no dequantizer for it either)
+    wsp_ggml_tensor * i2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 4, 3);
+    wsp_ggml_tensor * b2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 256, 2, 3);
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, q, b, ids)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, x, bq, ids)));
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, i2, b, ids)));
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, i2, b2, ids)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_pool_1d(ctx, q, WSP_GGML_OP_POOL_MAX, 2, 2, 0)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_out_prod(ctx, q, x)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_out_prod(ctx, x, q)));
