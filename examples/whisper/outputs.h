@@ -28,6 +28,9 @@ struct Transcript {
     std::vector<Segment> segments;
 };
 
+// s as a JSON string, quotes included
+std::string json_string(const std::string & s);
+
 // the formats by name, in the order "all" means
 const std::vector<std::string> & output_formats();
 

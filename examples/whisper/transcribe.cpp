@@ -120,28 +120,6 @@ struct FileResult {
 
 // ---- output -------------------------------------------------------------------------------------
 
-std::string json_string(const std::string & s) {
-    std::string out = "\"";
-    for (const unsigned char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += char(c);
-                }
-        }
-    }
-    return out + "\"";
-}
-
 std::string json_line(const FileResult & r) {
     std::ostringstream o;
     o << "{\"file\":" << json_string(r.file) << ",\"ok\":" << (r.ok ? "true" : "false")
@@ -157,14 +135,6 @@ std::string json_line(const FileResult & r) {
     }
     o << "}";
     return o.str();
-}
-
-std::string srt_time(int64_t centiseconds) {
-    const int64_t ms = centiseconds * 10;
-    char          buf[32];
-    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld,%03lld", (long long) (ms / 3600000),
-                  (long long) (ms / 60000 % 60), (long long) (ms / 1000 % 60), (long long) (ms % 1000));
-    return buf;
 }
 
 // ---- one context ------------------------------------------------------------------------------

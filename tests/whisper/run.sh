@@ -161,16 +161,23 @@ tokens_of() { # jsonl, file name
     grep -F "\"file\":\"$2\"" "$1" | grep -o '"tokens":\[[^]]*\]' || true
 }
 
-transcribe() {
+# the transcriber's tests: its sources and binary there (else skipped); sets out, a temporary
+# folder removed at exit
+transcribe_setup() {
     local work=$1 whisper_dir=$2
-    shift 2
     need_sources "$whisper_dir"
     [ -x "$work/build/whisper_transcribe" ] ||
         skip "whisper_transcribe was not built (CLI11 missing: apt-get install libcli11-dev)"
-    local out
     out=$(mktemp -d)
     # shellcheck disable=SC2064 # the folder is named now: the variable is gone by exit
     trap "rm -rf '$out'" EXIT
+}
+
+transcribe() {
+    local work=$1 whisper_dir=$2
+    shift 2
+    local out
+    transcribe_setup "$work" "$whisper_dir"
     local common=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback)
     local rc=0
     "$work/build/whisper_transcribe" "${common[@]}" --cpu "$work/batch" >"$out/cpu.jsonl" 2>"$out/cpu.log" || rc=$?
@@ -199,13 +206,8 @@ transcribe() {
 # with no samples reported, not transcribed as silence; one GPU device taken by default
 transcribe_checks() {
     local work=$1 whisper_dir=$2
-    need_sources "$whisper_dir"
-    [ -x "$work/build/whisper_transcribe" ] ||
-        skip "whisper_transcribe was not built (CLI11 missing: apt-get install libcli11-dev)"
     local out
-    out=$(mktemp -d)
-    # shellcheck disable=SC2064 # the folder is named now: the variable is gone by exit
-    trap "rm -rf '$out'" EXIT
+    transcribe_setup "$work" "$whisper_dir"
     local tool="$work/build/whisper_transcribe"
     local common=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback --cpu)
     expect_refused() { # WHAT PATTERN ARGS...: exit 2, nothing on stdout, PATTERN on stderr
