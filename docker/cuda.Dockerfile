@@ -3,7 +3,8 @@
 #            NCCL), its tests and benches, installs it into /opt/wsp-ggml, and builds the real
 #            client (whisper.cpp from whisper.rn 0.4.3, unchanged) against that install, as .ci/run
 #            and tests/whisper/run.sh do.
-#   runtime: the CUDA 13 runtime image with the install and the client's programs.
+#   runtime: the CUDA 13 runtime image with the install and the client's programs (and FFmpeg's
+#            libraries, by whatever version numbers the base image's release gives them).
 #
 #   docker build -f docker/cuda.Dockerfile -t wsp-ggml-cuda .
 #   docker run --rm --gpus all wsp-ggml-cuda wsp-ggml-cli devices
@@ -21,6 +22,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         cmake ninja-build g++ git libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev \
         libcli11-dev libnccl-dev npm espeak-ng ca-certificates \
+        pkg-config libavformat-dev libavcodec-dev libswresample-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src/wsp-ggml
 COPY . .
@@ -34,8 +36,10 @@ RUN cmake --preset release -DCMAKE_CUDA_ARCHITECTURES="80;90" \
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU} AS runtime
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnccl2 libgomp1 \
+        $(apt-cache search --names-only '^lib(avformat|avcodec|swresample)[0-9]+$' | cut -d' ' -f1) \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/wsp-ggml /opt/wsp-ggml
-COPY --from=build /src/wsp-ggml/build/whisper/whisper_check /src/wsp-ggml/build/whisper/whisper_transcribe /opt/wsp-ggml/bin/
+COPY --from=build /src/wsp-ggml/build/whisper/whisper_check /src/wsp-ggml/build/whisper/whisper_transcribe \
+     /src/wsp-ggml/build/whisper/whisper_audio /opt/wsp-ggml/bin/
 ENV PATH=/opt/wsp-ggml/bin:$PATH LD_LIBRARY_PATH=/opt/wsp-ggml/lib
 CMD ["wsp-ggml-cli", "devices"]

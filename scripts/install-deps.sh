@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need from Debian/Ubuntu's packages, only what is missing:
 #   scripts/install-deps.sh            the build and the test suites
-#   scripts/install-deps.sh client     also espeak-ng and a downloader (curl, unless npm is on the
-#                                      PATH already) for the real-client tests
+#   scripts/install-deps.sh client     also espeak-ng, the ffmpeg tool (it encodes the audio tests'
+#                                      files) and a downloader (curl, unless npm is on the PATH
+#                                      already) for the real-client tests
 #   scripts/install-deps.sh hip        also the HIP toolchain (preset hip)
 #   scripts/install-deps.sh all        all of these
 # As root it runs apt-get itself; as another user through sudo (it says so where there is none).
@@ -36,12 +37,15 @@ for g in "${groups[@]}"; do
             want_cmd ninja ninja-build
             want_cmd g++ g++
             want_cmd clang-format-14 clang-format-14
-            for p in libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev libcli11-dev nlohmann-json3-dev; do
+            want_cmd pkg-config pkg-config # finds FFmpeg's libraries for the transcriber
+            for p in libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev libcli11-dev nlohmann-json3-dev \
+                libavformat-dev libavcodec-dev libswresample-dev; do
                 want_pkg "$p"
             done
             ;;
         client)
             want_cmd espeak-ng espeak-ng
+            want_cmd ffmpeg ffmpeg
             want_cmd python3 python3 # the model download test's local HTTP server
             if ! command -v npm >/dev/null && ! command -v curl >/dev/null; then
                 need+=(curl ca-certificates)

@@ -1,10 +1,20 @@
-# whisper_transcribe (transcribe.cpp): the batch transcriber, on whisper.cpp unchanged; needs CLI11
-# (Debian: libcli11-dev, which ships a CMake config). Skipped with a message when CLI11 is missing.
+# whisper_transcribe (transcribe.cpp), the batch transcriber on whisper.cpp unchanged, and
+# whisper_audio, which decodes a file as the transcriber hears it. They need CLI11 (Debian:
+# libcli11-dev) and FFmpeg's libraries (libavformat-dev libavcodec-dev libswresample-dev, found by
+# pkg-config); without them they are skipped with a message.
 find_package(CLI11 CONFIG)
-if (CLI11_FOUND)
-    add_executable(whisper_transcribe "${CMAKE_CURRENT_LIST_DIR}/transcribe.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp"
-                                      "${CMAKE_CURRENT_LIST_DIR}/wav.cpp")
-    target_link_libraries(whisper_transcribe PRIVATE whisper CLI11::CLI11 Threads::Threads)
+find_package(PkgConfig)
+if (PkgConfig_FOUND)
+    pkg_check_modules(FFMPEG IMPORTED_TARGET libavformat libavcodec libswresample libavutil)
+endif()
+if (CLI11_FOUND AND FFMPEG_FOUND)
+    add_library(whisper_audio_input STATIC "${CMAKE_CURRENT_LIST_DIR}/audio.cpp")
+    target_link_libraries(whisper_audio_input PUBLIC PkgConfig::FFMPEG)
+    add_executable(whisper_transcribe "${CMAKE_CURRENT_LIST_DIR}/transcribe.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp")
+    target_link_libraries(whisper_transcribe PRIVATE whisper whisper_audio_input CLI11::CLI11 Threads::Threads)
+    add_executable(whisper_audio "${CMAKE_CURRENT_LIST_DIR}/whisper_audio.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp")
+    target_link_libraries(whisper_audio PRIVATE whisper_audio_input)
 else()
-    message(STATUS "CLI11 not found (apt-get install libcli11-dev): whisper_transcribe is not built")
+    message(STATUS "whisper_transcribe is not built: it needs CLI11 (libcli11-dev) and FFmpeg's libraries "
+                   "(libavformat-dev libavcodec-dev libswresample-dev, pkg-config)")
 endif()

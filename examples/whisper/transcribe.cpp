@@ -1,7 +1,6 @@
-// whisper_transcribe: the batch job our users run. Transcribes WAV files (any rate, 16-bit PCM)
-// with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one context over
-// the all-GPU device; one JSON line per file, transcript files (outputs.h), a progress bar and a
-// summary.
+// whisper_transcribe: the batch job our users run. Transcribes audio and video files (anything
+// FFmpeg's libraries decode: audio.h) with whisper.cpp, unchanged, on the CPU, on one context per GPU device, or on one
+// context over the all-GPU device; one JSON line per file, transcript files (outputs.h), a progress bar and a summary.
 // A file that cannot be read or transcribed is reported and skipped; the exit status is 0 when
 // every file is transcribed, 1 when some failed, 2 on bad arguments (checked before the first
 // file), 128 + the signal when SIGINT or SIGTERM stopped it (Note [stopping]). On sims the
@@ -10,8 +9,8 @@
 #include "ggml-all-gpu.h"
 #include "ggml-backend.h"
 #include "ggml-sim.h"
+#include "audio.h"
 #include "outputs.h"
-#include "wav.h"
 #include "whisper.h"
 
 #include <CLI/CLI.hpp>
@@ -87,15 +86,16 @@ enum class Placement { Auto, PerDevice, AllGpus, Gpu, Cpu };
 struct Options {
     std::vector<std::string> inputs;
     std::string              list;
-    std::string              glob = "*.wav"; // the files taken from folders
-    std::string              model;
-    int                      threads  = int(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
-    std::string              language = "en";
-    bool                     flash    = false;
-    std::string              srt_dir;
-    std::string              output_dir;            // --output-dir: the transcript files, mirrored
-    std::string              output_format = "all"; // --output-format, checked before work
-    std::vector<std::string> formats;               // what output_format names
+    // the files taken from folders: patterns separated by commas, the usual audio and video names
+    std::string glob = "*.wav,*.mp3,*.flac,*.ogg,*.oga,*.opus,*.m4a,*.aac,*.wma,*.webm,*.mp4,*.mkv,*.mov,*.avi";
+    std::string model;
+    int         threads  = int(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+    std::string language = "en";
+    bool        flash    = false;
+    std::string srt_dir;
+    std::string output_dir;            // --output-dir: the transcript files, mirrored
+    std::string output_format = "all"; // --output-format, checked before work
+    std::vector<std::string> formats;  // what output_format names
     std::string              json_path;
     int                      max_tokens  = 0;
     bool                     no_fallback = false;
@@ -115,6 +115,7 @@ struct FileResult {
     double                     wall_s  = 0.0;
     std::string                device;
     std::string                error;
+    std::string                warning;   // of a file transcribed all the same (damaged packets skipped)
     size_t                     moved = 0; // bytes to, from and between sim devices while it ran
 };
 
@@ -132,6 +133,8 @@ std::string json_line(const FileResult & r) {
     o << nums << ",\"device\":" << json_string(r.device);
     if (!r.ok) {
         o << ",\"error\":" << json_string(r.error);
+    } else if (!r.warning.empty()) {
+        o << ",\"warning\":" << json_string(r.warning);
     }
     o << "}";
     return o.str();
@@ -176,19 +179,14 @@ private:
         FileResult r;
         r.file   = path;
         r.device = device_;
-        std::vector<float> pcm;
-        int                rate = 0;
-        if (!wsp::example::read_wav_mono(path, pcm, rate, &r.error)) {
+        std::vector<float>      pcm;
+        wsp::example::AudioInfo audio;
+        if (!wsp::example::decode_audio(path, WHISPER_SAMPLE_RATE, pcm, &audio, &r.error)) {
             r.wall_s = seconds_since(t0);
             return r;
         }
-        if (pcm.empty()) { // a header and nothing after it: not a file to report as transcribed
-            r.error  = path + ": no audio samples (the file is empty or truncated)";
-            r.wall_s = seconds_since(t0);
-            return r;
-        }
-        if (rate != WHISPER_SAMPLE_RATE) {
-            pcm = wsp::example::resample(pcm, rate, WHISPER_SAMPLE_RATE);
+        if (audio.bad_packets > 0) {
+            r.warning = std::to_string(audio.bad_packets) + " damaged packet(s) skipped: " + audio.bad_reason;
         }
         r.audio_s = double(pcm.size()) / WHISPER_SAMPLE_RATE;
         if (whisper_full(ctx_.get(), full_params(), pcm.data(), int(pcm.size())) != 0) {
@@ -465,12 +463,13 @@ private:
     FILE *      from_ = nullptr;
 };
 
-// The worker's result line: "<ok> <audio_s> <wall_s> <moved>\t<error>\t<json line>", read back
-// by the parent (the error without tabs or newlines; the JSON line has neither).
+// The worker's result line: "<ok> <audio_s> <wall_s> <moved>\t<error or warning>\t<json line>",
+// read back by the parent (the error, or for a file done the warning, without tabs or newlines;
+// the JSON line has neither).
 std::string encode_result(const FileResult & r) {
     char head[128];
     std::snprintf(head, sizeof head, "%d %.6f %.6f %zu\t", r.ok ? 1 : 0, r.audio_s, r.wall_s, r.moved);
-    std::string error = r.error;
+    std::string error = r.ok ? r.warning : r.error;
     std::replace_if(
         error.begin(), error.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
     return head + error + "\t" + json_line(r);
@@ -484,9 +483,9 @@ bool decode_result(const std::string & line, FileResult & r, std::string & json)
         std::sscanf(line.c_str(), "%d %lf %lf %zu", &ok, &r.audio_s, &r.wall_s, &r.moved) != 4) {
         return false;
     }
-    r.ok    = ok != 0;
-    r.error = line.substr(tab1 + 1, tab2 - tab1 - 1);
-    json    = line.substr(tab2 + 1);
+    r.ok                         = ok != 0;
+    (r.ok ? r.warning : r.error) = line.substr(tab1 + 1, tab2 - tab1 - 1);
+    json                         = line.substr(tab2 + 1);
     return true;
 }
 
@@ -508,10 +507,9 @@ public:
         std::fprintf(json_, "%s\n", json.c_str());
         std::fflush(json_);
         if (!r.ok) {
-            // the WAV reader's messages name the file already
-            const bool named = r.error.rfind(r.file, 0) == 0;
-            std::fprintf(stderr, "whisper_transcribe: %s%s%s\n", named ? "" : r.file.c_str(), named ? "" : ": ",
-                         r.error.c_str());
+            std::fprintf(stderr, "whisper_transcribe: %s: %s\n", r.file.c_str(), r.error.c_str());
+        } else if (!r.warning.empty()) {
+            std::fprintf(stderr, "whisper_transcribe: %s: %s\n", r.file.c_str(), r.warning.c_str());
         }
         ++done_;
         (r.ok ? ok_ : failed_) += 1;
@@ -735,6 +733,17 @@ int worker_main(const Options & o) {
 // ---- arguments --------------------------------------------------------------------------------
 
 // the paths of a list, one a line (a list file, or standard input)
+// whether a file name matches one of --glob's comma-separated patterns, case-insensitively
+bool matches_glob(const std::string & globs, const std::string & name) {
+    std::istringstream patterns(globs);
+    for (std::string p; std::getline(patterns, p, ',');) {
+        if (!p.empty() && fnmatch(p.c_str(), name.c_str(), FNM_CASEFOLD) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void read_list(std::istream & in, std::vector<std::string> & inputs) {
     for (std::string line; std::getline(in, line);) {
         if (!line.empty() && line.back() == '\r') {
@@ -769,20 +778,20 @@ bool expand_inputs(const Options & o, std::vector<std::string> & files) {
             files.push_back(in); // a missing or unreadable file is reported when it is read
             continue;
         }
-        std::vector<std::string> wavs;
+        std::vector<std::string> found;
         for (const auto & e : fs::recursive_directory_iterator(in, fs::directory_options::skip_permission_denied, ec)) {
             if (!e.is_regular_file()) {
                 continue;
             }
-            if (fnmatch(o.glob.c_str(), e.path().filename().c_str(), FNM_CASEFOLD) == 0) {
-                wavs.push_back(e.path().string());
+            if (matches_glob(o.glob, e.path().filename().string())) {
+                found.push_back(e.path().string());
             } else {
                 std::fprintf(stderr, "whisper_transcribe: skipped %s: its name does not match --glob %s\n",
                              e.path().c_str(), o.glob.c_str());
             }
         }
-        std::sort(wavs.begin(), wavs.end());
-        files.insert(files.end(), wavs.begin(), wavs.end());
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
     }
     return true;
 }
@@ -918,9 +927,11 @@ CLI::Validator whole_number(long lo, long hi) {
 
 void add_options(CLI::App & app, Options & o) {
     app.add_option("inputs", o.inputs,
-                   "WAV files, folders searched (with their subfolders) for --glob's files, - for paths on stdin");
+                   "audio or video files, folders searched (with their subfolders) for --glob's files, - for "
+                   "paths on stdin");
     app.add_option("--list", o.list, "a file of input paths, one a line");
-    app.add_option("--glob", o.glob, "the names of the files taken from folders (case-insensitive)")
+    app.add_option("--glob", o.glob,
+                   "the names of the files taken from folders: patterns separated by commas (case-insensitive)")
         ->capture_default_str();
     app.add_option("--model", o.model, "the whisper model (ggml .bin)")->required();
     app.add_option("--threads", o.threads, "CPU threads per context")->check(whole_number(1, 1024));
@@ -977,7 +988,7 @@ int main(int argc, char ** argv) {
     std::string bad; // the default's formats ("all"), or the ones --output-format named
     parse_output_formats(o.output_format, o.formats, &bad);
     if (o.list.empty() && o.inputs.empty() && o.worker_device.empty()) {
-        std::fprintf(stderr, "whisper_transcribe: give WAV files, folders or --list\n%s", app.help().c_str());
+        std::fprintf(stderr, "whisper_transcribe: give audio files, folders or --list\n%s", app.help().c_str());
         return 2;
     }
     // the registry orders its devices at its first use: the all-GPU device goes first among the GPU

@@ -1,7 +1,9 @@
 #pragma once
 
-// Audio input of whisper_check: 16-bit PCM WAV files mixed down to mono, and a band-limited
-// resampler to whisper's 16 kHz (Note [resampler] in wav.cpp).
+// Audio input of the test tools (whisper_check, whisper_bench, whisper_tokens): the tests' own
+// 16-bit PCM WAV files mixed down to mono, and a band-limited resampler to whisper's 16 kHz (Note
+// [resampler] in wav.cpp). They run on GPU machines that have no FFmpeg; whisper_transcribe, which
+// reads what users have, decodes with FFmpeg (audio.h).
 
 #include <string>
 #include <vector>

@@ -14,6 +14,8 @@
 #   run.sh transcribe-checks WORK WHISPER_DIR  whisper_transcribe's checks of options and inputs
 #   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
 #                                             placement): three spoken clips and a file that is no WAV
+#   run.sh transcribe-audio WORK WHISPER_DIR   the audio formats FFmpeg decodes, against the ffmpeg
+#                                             tool's decoding (skipped without it: apt-get install ffmpeg)
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
 # (scripts/fetch-whisper.sh) or espeak-ng is missing.
 set -euo pipefail
@@ -167,7 +169,7 @@ transcribe_setup() {
     local work=$1 whisper_dir=$2
     need_sources "$whisper_dir"
     [ -x "$work/build/whisper_transcribe" ] ||
-        skip "whisper_transcribe was not built (CLI11 missing: apt-get install libcli11-dev)"
+        skip "whisper_transcribe was not built (it needs CLI11 and FFmpeg: scripts/install-deps.sh)"
     out=$(mktemp -d)
     # shellcheck disable=SC2064 # the folder is named now: the variable is gone by exit
     trap "rm -rf '$out'" EXIT
@@ -235,7 +237,7 @@ transcribe_checks() {
     [ $rc -eq 1 ] || { echo "FAILED: exit $rc, not 1 (the empty WAV)"; exit 1; }
     grep '"ok":true' "$out/tree.jsonl" | grep -q "sub/deeper/a.wav" || { echo "FAILED: sub/deeper/a.wav not found"; exit 1; }
     grep '"ok":false' "$out/tree.jsonl" | grep -q "no audio samples" || { echo "FAILED: the empty WAV not reported"; exit 1; }
-    grep -q "skipped $out/in/sub/notes.txt: its name does not match --glob \*.wav" "$out/tree.log" ||
+    grep -q "skipped $out/in/sub/notes.txt: its name does not match --glob \*.wav,\*.mp3," "$out/tree.log" ||
         { echo "FAILED: notes.txt not named"; exit 1; }
     # --glob, and paths on standard input
     cp "$work/batch/a.wav" "$out/in/sub/A.Speech"
@@ -334,6 +336,110 @@ PY
     echo "      the run with its summary and no worker left, one GPU taken"
 }
 
+# the audio people have (issue 34, item 1; Note [audio decoding] in examples/whisper/audio.cpp):
+# the clip in every format, decoded by whisper_audio as the transcriber hears it, sample for sample
+# the ffmpeg tool's own decoding to 16 kHz mono; the lossy ones aligned with the WAV (codec delay
+# dropped); damaged files refused with FFmpeg's reason; then one batch of all of them
+transcribe_audio() {
+    local work=$1 whisper_dir=$2
+    local out
+    transcribe_setup "$work" "$whisper_dir"
+    command -v ffmpeg >/dev/null || skip "the ffmpeg tool is not installed (apt-get install ffmpeg): it encodes the test files"
+    local audio="$work/build/whisper_audio" a="$out/audio"
+    mkdir -p "$a/video"
+    ff() { step "$out/ffmpeg.log" ffmpeg -nostdin -hide_banner -loglevel error -y "$@"; }
+    local clip="$work/clip.wav" # espeak-ng's: 22050 Hz, mono, 16-bit
+    cp "$clip" "$a/clip.wav"
+    ff -i "$clip" -c:a flac "$a/clip.flac"
+    ff -i "$clip" -c:a pcm_f32le "$a/float.wav"
+    ff -i "$clip" -ac 2 -ar 44100 -c:a pcm_s24le "$a/stereo-44k-s24.wav"
+    ff -i "$clip" -c:a libmp3lame -b:a 128k "$a/clip.mp3"
+    ff -i "$clip" -c:a libvorbis -q:a 5 "$a/clip.ogg"
+    ff -i "$clip" -ac 2 -c:a libopus -b:a 64k "$a/clip.opus" # 48 kHz, stereo
+    ff -i "$clip" -c:a aac -b:a 128k "$a/clip.m4a"
+    # a video: the audio is the second stream
+    ff -f lavfi -i testsrc=size=64x48:rate=5 -i "$clip" -shortest -c:v libx264 -c:a aac "$a/video/clip.mp4"
+    # over 30 s: whisper.cpp's windows, the file whole
+    ff -stream_loop 14 -i "$clip" -c:a flac "$a/long.flac"
+    # ten minutes of 48 kHz stereo: 220 MiB as floats, were it held whole
+    ff -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=600" -ac 2 -c:a libopus -b:a 16k "$out/ten-minutes.opus"
+    local compare="$src_dir/tests/whisper/compare_pcm.py"
+    local f
+    for f in clip.wav clip.flac float.wav stereo-44k-s24.wav clip.mp3 clip.ogg clip.opus clip.m4a video/clip.mp4; do
+        "$audio" "$a/$f" >"$out/ours.f32" || { echo "FAILED: whisper_audio $f"; exit 1; }
+        if [ "$(ffprobe -v error -select_streams a -show_entries stream=channels -of csv=p=0 "$a/$f")" = 2 ]; then
+            # the same average of the channels as ours (the tool's own downmix weighs them otherwise)
+            ff -i "$a/$f" -af "pan=mono|c0=0.5*c0+0.5*c1,aresample=16000" -f f32le "$out/ffmpeg.f32"
+        else
+            ff -i "$a/$f" -ac 1 -ar 16000 -f f32le "$out/ffmpeg.f32"
+        fi
+        "$compare" "$out/ours.f32" "$out/ffmpeg.f32" 60 || { echo "FAILED: $f: not the ffmpeg tool's samples"; exit 1; }
+        cp "$out/ours.f32" "$out/$(basename "$f").f32"
+    done
+    # lossless: the WAV's samples; lossy: aligned with them (10-26 dB here; a codec's delay left in, or
+    # one sample off, gives 0 dB or less)
+    "$compare" "$out/clip.flac.f32" "$out/clip.wav.f32" 200 || { echo "FAILED: FLAC is not the WAV"; exit 1; }
+    "$compare" "$out/float.wav.f32" "$out/clip.wav.f32" 200 || { echo "FAILED: float WAV is not the WAV"; exit 1; }
+    for f in clip.mp3 clip.ogg clip.opus clip.m4a clip.mp4; do
+        "$compare" "$out/$f.f32" "$out/clip.wav.f32" 6 || { echo "FAILED: $f is not aligned with the WAV"; exit 1; }
+    done
+    # memory: the output (37 MiB) and the libraries, not the file's own samples
+    local info
+    info=$("$audio" --info "$out/ten-minutes.opus") || { echo "FAILED: ten minutes"; exit 1; }
+    echo "$info"
+    python3 -c 'import json, sys; i = json.loads(sys.argv[1]); sys.exit(not (i["samples"] == 9600000 and i["peak_rss_mib"] < 110))' "$info" ||
+        { echo "FAILED: ten minutes: not 9600000 samples in under 110 MiB (half the source's floats)"; exit 1; }
+    # damaged files: refused with the reason
+    echo "this is not audio" >"$a/text.wav"
+    : >"$a/empty.mp3"
+    head -c 30000 "$clip" >"$a/cut.wav"
+    head -c 3000 "$a/clip.mp3" >"$a/cut.mp3"
+    head -c 20000 "$a/clip.m4a" >"$a/cut.m4a"
+    expect_audio_error() { # FILE PATTERN
+        local rc=0
+        "$audio" --info "$1" >/dev/null 2>"$out/error.log" || rc=$?
+        if [ $rc -ne 1 ] || ! grep -q -- "$2" "$out/error.log"; then
+            cat "$out/error.log"
+            echo "FAILED: $1: exit $rc, no '$2'"
+            exit 1
+        fi
+        cat "$out/error.log"
+    }
+    expect_audio_error "$a/text.wav" "Invalid data found when processing input"
+    expect_audio_error "$a/empty.mp3" "Invalid data found\\|Failed to read frame size" # FFmpeg 5.1 says the latter
+    expect_audio_error "$a/cut.wav" "truncated or damaged: FFmpeg found a corrupt packet at 0.6"
+    expect_audio_error "$a/cut.mp3" "truncated: 0.1[0-9] s of audio where the file declares 2.8"
+    expect_audio_error "$a/cut.m4a" "moov atom not found"
+    expect_audio_error "$a/missing.flac" "No such file or directory"
+    # the batch: the folder by the default --glob, every format transcribed, the damaged ones
+    # reported with their reasons and the run going on; lossless formats give the WAV's tokens
+    echo "notes" >"$a/notes.txt"
+    local rc=0
+    "$work/build/whisper_transcribe" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
+        --cpu --output-dir "$out/o" --output-format tsv "$a" >"$out/batch.jsonl" 2>"$out/batch.log" || rc=$?
+    cat "$out/batch.jsonl" "$out/batch.log"
+    [ $rc -eq 1 ] || { echo "FAILED: exit $rc, not 1 (the damaged files)"; exit 1; }
+    [ "$(grep -c '"ok":true' "$out/batch.jsonl")" -eq 10 ] || { echo "FAILED: not 10 files transcribed"; exit 1; }
+    [ "$(grep -c '"ok":false' "$out/batch.jsonl")" -eq 5 ] || { echo "FAILED: not 5 files refused"; exit 1; }
+    grep -q "skipped $a/notes.txt" "$out/batch.log" || { echo "FAILED: notes.txt not named"; exit 1; }
+    grep -q "cut.wav: truncated or damaged" "$out/batch.log" || { echo "FAILED: cut.wav's reason"; exit 1; }
+    local want
+    want=$(tokens_of "$out/batch.jsonl" "$a/clip.wav")
+    for f in clip.flac float.wav; do
+        if [ -z "$want" ] || [ "$(tokens_of "$out/batch.jsonl" "$a/$f")" != "$want" ]; then
+            echo "FAILED: $f: not the WAV's tokens"
+            exit 1
+        fi
+    done
+    grep -F "\"file\":\"$a/long.flac\"" "$out/batch.jsonl" | grep -q '"ok":true.*"audio_s":41.77' ||
+        { echo "FAILED: long.flac not decoded whole (41.77 s)"; exit 1; }
+    awk -F'\t' 'NR > 1 && $1 >= 30000 { late = 1 } END { exit !late }' "$out/o/${a#/}/long.tsv" ||
+        { cat "$out/o/${a#/}/long.tsv"; echo "FAILED: long.flac: no segment from whisper.cpp's second window"; exit 1; }
+    local peak=${info##*\"peak_rss_mib\":}
+    echo "PASS: 9 formats as the ffmpeg tool decodes them, lossy ones aligned, ten minutes in ${peak%\}} MiB,"
+    echo "      5 damaged files refused with their reasons, one batch of every format, 41.77 s in two windows"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
@@ -341,6 +447,7 @@ case $mode in
     check) check "$@" ;;
     transcribe) transcribe "$@" ;;
     transcribe-checks) transcribe_checks "$@" ;;
+    transcribe-audio) transcribe_audio "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
