@@ -99,9 +99,15 @@ struct Options {
     std::string              json_path;
     int                      max_tokens  = 0;
     bool                     no_fallback = false;
-    bool                     progress    = false;
-    bool                     verbose     = false;
-    Placement                placement   = Placement::Auto;
+    // decoding, as whisper.cpp's CLI names it; greedy unless --beam-size is over 1
+    bool        translate   = false;
+    int         beam_size   = 1;
+    int         best_of     = 5; // candidates sampled at a temperature over 0 (whisper.cpp's default)
+    float       temperature = 0.0f;
+    std::string prompt;
+    bool        progress  = false;
+    bool        verbose   = false;
+    Placement   placement = Placement::Auto;
     // set in a worker process of --per-device (Note [per-device workers]): the device it stands for
     std::string worker_device;
 };
@@ -205,15 +211,24 @@ private:
     }
 
     whisper_full_params full_params() const {
-        whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-        p.n_threads           = o_.threads;
-        p.language            = o_.language.c_str();
-        p.detect_language     = false;
-        p.max_tokens          = o_.max_tokens;
-        p.print_progress      = false;
-        p.print_realtime      = false;
-        p.print_special       = false;
-        p.print_timestamps    = false;
+        const bool          beams = o_.beam_size > 1;
+        whisper_full_params p =
+            whisper_full_default_params(beams ? WHISPER_SAMPLING_BEAM_SEARCH : WHISPER_SAMPLING_GREEDY);
+        p.n_threads      = o_.threads;
+        p.translate      = o_.translate;
+        p.temperature    = o_.temperature;
+        p.greedy.best_of = o_.best_of;
+        if (beams) {
+            p.beam_search.beam_size = o_.beam_size;
+        }
+        p.initial_prompt   = o_.prompt.empty() ? nullptr : o_.prompt.c_str();
+        p.language         = o_.language.c_str();
+        p.detect_language  = false;
+        p.max_tokens       = o_.max_tokens;
+        p.print_progress   = false;
+        p.print_realtime   = false;
+        p.print_special    = false;
+        p.print_timestamps = false;
         if (o_.no_fallback) {
             p.temperature_inc = 0.0f;
         }
@@ -641,7 +656,19 @@ std::vector<std::string> worker_args(const Options & o, const std::string & devi
                                    "--language",
                                    o.language,
                                    "--max-tokens",
-                                   std::to_string(o.max_tokens) };
+                                   std::to_string(o.max_tokens),
+                                   "--beam-size",
+                                   std::to_string(o.beam_size),
+                                   "--best-of",
+                                   std::to_string(o.best_of),
+                                   "--temperature",
+                                   std::to_string(o.temperature) };
+    if (o.translate) {
+        a.push_back("--translate");
+    }
+    if (!o.prompt.empty()) {
+        a.insert(a.end(), { "--prompt", o.prompt });
+    }
     if (o.flash) {
         a.push_back("--flash");
     }
@@ -954,6 +981,26 @@ void add_options(CLI::App & app, Options & o) {
     app.add_option("--max-tokens", o.max_tokens, "at most this many tokens per segment (0: no limit)")
         ->check(whole_number(0, 100000));
     app.add_flag("--no-fallback", o.no_fallback, "no retries at higher temperatures");
+    app.add_flag("--translate", o.translate, "translate into English");
+    // whisper.cpp runs at most 8 decoders (WHISPER_MAX_DECODERS)
+    app.add_option("--beam-size", o.beam_size, "beam search with this many beams (1: greedy)")
+        ->capture_default_str()
+        ->check(whole_number(1, 8));
+    app.add_option("--best-of", o.best_of, "candidates sampled when the temperature is over 0")
+        ->capture_default_str()
+        ->check(whole_number(1, 8));
+    app.add_option("--temperature", o.temperature, "sampling temperature (0: the most likely token)")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string & v) {
+                char *       end = nullptr;
+                const double t   = std::strtod(v.c_str(), &end);
+                return end != v.c_str() && *end == '\0' && t >= 0.0 && t <= 1.0
+                           ? std::string()
+                           : v + " is not a temperature from 0 to 1";
+            },
+            "0..1"));
+    app.add_option("--prompt", o.prompt, "text that comes before the first window (names, spellings, style)");
     app.add_flag("--progress", o.progress, "draw the progress bar even when stderr is not a terminal");
     app.add_flag("--verbose", o.verbose, "show whisper.cpp's and ggml's log");
     auto * per = app.add_flag_callback(

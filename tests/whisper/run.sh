@@ -325,6 +325,29 @@ PY
             exit 1
         fi
     done
+    # decoding options (item 3): bad values named with the valid ones; each option changes the
+    # tokens of greedy decoding, and worker processes decode with the options given to the parent
+    expect_refused "too many beams" "9 is not a whole number from 1 to 8" "${common[@]}" --beam-size 9 "$work/batch"
+    expect_refused "a temperature over 1" "2 is not a temperature from 0 to 1" "${common[@]}" --temperature 2 "$work/batch"
+    local greedy option got per args
+    greedy=$("$tool" "${common[@]}" "$work/batch/a.wav" | grep -o '"tokens":\[[^]]*\]')
+    for option in beam prompt temperature; do
+        case $option in
+            beam) args=(--beam-size 3) ;;
+            prompt) args=(--prompt "Every GPU is used.") ;;
+            temperature) args=(--temperature 0.5 --best-of 2) ;;
+        esac
+        got=$("$tool" "${common[@]}" "${args[@]}" "$work/batch/a.wav" | grep -o '"tokens":\[[^]]*\]')
+        echo "${args[*]}: $got, greedy $greedy"
+        if [ -z "$got" ] || [ "$got" = "$greedy" ]; then
+            echo "FAILED: ${args[*]}: the greedy tokens"
+            exit 1
+        fi
+        [ $option != temperature ] || continue # sampling: the sims' logits need not be the CPU's to the bit
+        per=$(WSP_GGML_SIM_DEVICES=2 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
+            --per-device "${args[@]}" "$work/batch/a.wav" | grep -o '"tokens":\[[^]]*\]')
+        [ "$per" = "$got" ] || { echo "FAILED: ${args[*]}: --per-device's workers gave $per"; exit 1; }
+    done
     # one GPU device: taken by default
     rc=0
     WSP_GGML_SIM_DEVICES=1 "$tool" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
@@ -412,7 +435,8 @@ transcribe_audio() {
     expect_audio_error "$a/cut.m4a" "moov atom not found"
     expect_audio_error "$a/missing.flac" "No such file or directory"
     # the batch: the folder by the default --glob, every format transcribed, the damaged ones
-    # reported with their reasons and the run going on; lossless formats give the WAV's tokens
+    # reported with their reasons and the run going on; every format gives the WAV's tokens (the
+    # test model's logits are not speech's, so this holds for the lossy ones only by their margin)
     echo "notes" >"$a/notes.txt"
     local rc=0
     "$work/build/whisper_transcribe" --model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback \
@@ -425,7 +449,7 @@ transcribe_audio() {
     grep -q "cut.wav: truncated or damaged" "$out/batch.log" || { echo "FAILED: cut.wav's reason"; exit 1; }
     local want
     want=$(tokens_of "$out/batch.jsonl" "$a/clip.wav")
-    for f in clip.flac float.wav; do
+    for f in clip.flac float.wav stereo-44k-s24.wav clip.mp3 clip.ogg clip.opus clip.m4a video/clip.mp4; do
         if [ -z "$want" ] || [ "$(tokens_of "$out/batch.jsonl" "$a/$f")" != "$want" ]; then
             echo "FAILED: $f: not the WAV's tokens"
             exit 1
