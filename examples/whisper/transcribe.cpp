@@ -10,6 +10,7 @@
 #include "ggml-backend.h"
 #include "ggml-sim.h"
 #include "audio.h"
+#include "manifest.h"
 #include "outputs.h"
 #include "whisper.h"
 
@@ -105,6 +106,12 @@ struct Options {
     int         best_of     = 5; // candidates sampled at a temperature over 0 (whisper.cpp's default)
     float       temperature = 0.0f;
     std::string prompt;
+    // resumable and sharded runs (manifest.h)
+    std::string manifest;             // --manifest, else in --output-dir
+    bool        resume       = false; // skip what the manifest says is done
+    bool        retry_failed = false; // and do again what it says failed
+    std::string shard;                // --shard I/N
+    int         shards    = 0;        // --shards N, with JOB_COMPLETION_INDEX
     bool        progress  = false;
     bool        verbose   = false;
     Placement   placement = Placement::Auto;
@@ -144,6 +151,21 @@ std::string json_line(const FileResult & r) {
     }
     o << "}";
     return o.str();
+}
+
+// the transcript files a file's run writes: --output-dir's formats, and --srt's .srt
+std::string srt_path(const Options & o, const std::string & path) {
+    return (fs::path(o.srt_dir) / fs::path(path).filename().replace_extension(".srt")).string();
+}
+std::vector<std::string> outputs_of(const Options & o, const std::string & path) {
+    std::vector<std::string> out;
+    for (const std::string & f : o.output_dir.empty() ? std::vector<std::string>{} : o.formats) {
+        out.push_back(output_path(o.output_dir, path, f));
+    }
+    if (!o.srt_dir.empty()) {
+        out.push_back(srt_path(o, path));
+    }
+    return out;
 }
 
 // ---- one context ------------------------------------------------------------------------------
@@ -275,8 +297,7 @@ private:
                 return false;
             }
         }
-        const fs::path srt = fs::path(o_.srt_dir) / fs::path(path).filename().replace_extension(".srt");
-        return o_.srt_dir.empty() || write_atomically(srt.string(), render(t, "srt"), &error);
+        return o_.srt_dir.empty() || write_atomically(srt_path(o_, path), render(t, "srt"), &error);
     }
 
     const Options & o_;
@@ -513,6 +534,15 @@ public:
     Batch(size_t total, FILE * json, bool progress, std::set<std::string> sims)
         : total_(total), json_(json), progress_(progress), sims_(std::move(sims)) {}
 
+    // each file's outcome appended to m (Note [manifest]), with the size and mtime it had when the
+    // run began; a file a stop abandoned gets no line, so a resumed run does it
+    void record_to(Manifest * m, const Options * o, std::map<std::string, Stamp> stamps, std::string shard) {
+        manifest_ = m;
+        options_  = o;
+        stamps_   = std::move(stamps);
+        shard_    = std::move(shard);
+    }
+
     void add(const FileResult & r, const std::string & json) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (progress_) { // the bar's line cleared first: on one terminal the JSON line starts a line of its own
@@ -525,6 +555,9 @@ public:
             std::fprintf(stderr, "whisper_transcribe: %s: %s\n", r.file.c_str(), r.error.c_str());
         } else if (!r.warning.empty()) {
             std::fprintf(stderr, "whisper_transcribe: %s: %s\n", r.file.c_str(), r.warning.c_str());
+        }
+        if (manifest_ && (r.ok || !stopping())) {
+            record(r);
         }
         ++done_;
         (r.ok ? ok_ : failed_) += 1;
@@ -583,22 +616,49 @@ private:
         size_t ok = 0, moved = 0, first_moved = 0; // the sims' bytes, in all and in the first ok file
     };
 
+    void record(const FileResult & r) {
+        Entry e;
+        e.path     = r.file;
+        e.stamp    = stamps_[r.file];
+        e.ok       = r.ok;
+        e.outputs  = r.ok ? outputs_of(*options_, r.file) : std::vector<std::string>{};
+        e.audio_s  = r.audio_s;
+        e.wall_s   = r.wall_s;
+        e.finished = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        e.device   = r.device;
+        e.error    = r.error;
+        e.shard    = shard_;
+        std::string error;
+        if (!manifest_->append(e, error) && manifest_errors_++ == 0) {
+            std::fprintf(stderr, "whisper_transcribe: %s\n", error.c_str());
+        }
+    }
+
     void draw() const {
-        const int width  = 30;
-        const int filled = total_ ? int(width * done_ / total_) : width;
+        const int    width   = 30;
+        const int    filled  = total_ ? int(width * done_ / total_) : width;
+        const double elapsed = seconds_since(t0_);
         std::fprintf(stderr, "\r[%s%s] %zu/%zu files, %.1f s audio, %.1f s elapsed", std::string(filled, '#').c_str(),
-                     std::string(width - filled, '.').c_str(), done_, total_, audio_s_, seconds_since(t0_));
+                     std::string(width - filled, '.').c_str(), done_, total_, audio_s_, elapsed);
+        if (done_ > 0 && done_ < total_) { // at the pace so far
+            std::fprintf(stderr, ", ETA %.0f s", elapsed / double(done_) * double(total_ - done_));
+        }
         std::fflush(stderr);
     }
 
-    std::mutex                  mutex_;
-    size_t                      total_, done_ = 0, ok_ = 0, failed_ = 0;
-    double                      audio_s_ = 0.0;
-    FILE *                      json_;
-    bool                        progress_;
-    std::set<std::string>       sims_; // the devices whose moved bytes are reported
-    Clock::time_point           t0_ = Clock::now();
-    std::map<std::string, Load> load_;
+    std::mutex                   mutex_;
+    size_t                       total_, done_ = 0, ok_ = 0, failed_ = 0;
+    double                       audio_s_ = 0.0;
+    FILE *                       json_;
+    bool                         progress_;
+    std::set<std::string>        sims_; // the devices whose moved bytes are reported
+    Manifest *                   manifest_ = nullptr;
+    const Options *              options_  = nullptr;
+    std::map<std::string, Stamp> stamps_;
+    std::string                  shard_;
+    size_t                       manifest_errors_ = 0;
+    Clock::time_point            t0_              = Clock::now();
+    std::map<std::string, Load>  load_;
 };
 
 std::string stopped_error() {
@@ -864,6 +924,52 @@ bool check_before_work(const Options & o) {
     return true;
 }
 
+// The shard's files, less what --resume finds done, with the manifest opened and the shard's list
+// of inputs written beside it (Note [manifest]); false with a message on stderr.
+bool plan_files(const Options & o, std::vector<std::string> & files, Manifest & manifest,
+                std::map<std::string, Stamp> & stamps, Shard & shard, std::string & manifest_file) {
+    std::string error;
+    if (!find_shard(o.shard, o.shards, shard, error)) {
+        std::fprintf(stderr, "whisper_transcribe: %s\n", error.c_str());
+        return false;
+    }
+    if (!shard.from.empty()) {
+        const size_t all = files.size();
+        files            = take_shard(std::move(files), shard);
+        std::fprintf(stderr, "whisper_transcribe: shard %s (from %s): %zu of %zu files\n", shard.name().c_str(),
+                     shard.from.c_str(), files.size(), all);
+    }
+    manifest_file = manifest_path(o.manifest, o.output_dir, shard);
+    if (manifest_file.empty()) {
+        if (o.resume || o.retry_failed) {
+            std::fprintf(stderr, "whisper_transcribe: --resume needs a manifest: give --output-dir or --manifest\n");
+            return false;
+        }
+        return true;
+    }
+    std::string list;
+    for (const auto & f : files) {
+        list += f + "\n";
+    }
+    if (!manifest.open(manifest_file, error) || !write_atomically(inputs_path(manifest_file), list, &error)) {
+        std::fprintf(stderr, "whisper_transcribe: %s\n", error.c_str());
+        return false;
+    }
+    std::vector<std::string> todo;
+    for (const auto & f : files) {
+        stamp_of(f, stamps[f]); // a missing file fails when it is read
+        if (!(o.resume || o.retry_failed) || !done_before(manifest.last(f), stamps[f], o.retry_failed)) {
+            todo.push_back(f);
+        }
+    }
+    if (todo.size() < files.size()) {
+        std::fprintf(stderr, "whisper_transcribe: resume: %zu of %zu files done before (%s), skipped\n",
+                     files.size() - todo.size(), files.size(), manifest_file.c_str());
+    }
+    files = std::move(todo);
+    return true;
+}
+
 int batch_main(Options & o) {
     std::vector<std::string> files;
     if (!expand_inputs(o, files)) {
@@ -875,6 +981,17 @@ int batch_main(Options & o) {
     }
     if (!check_before_work(o)) {
         return 2;
+    }
+    Manifest                     manifest;
+    std::map<std::string, Stamp> stamps;
+    Shard                        shard;
+    std::string                  manifest_file;
+    if (!plan_files(o, files, manifest, stamps, shard, manifest_file)) {
+        return 2;
+    }
+    if (files.empty()) {
+        std::fprintf(stderr, "whisper_transcribe: nothing to do\n");
+        return 0;
     }
     FILE * json = stdout;
     if (!o.json_path.empty() && (json = std::fopen(o.json_path.c_str(), "w")) == nullptr) {
@@ -909,8 +1026,11 @@ int batch_main(Options & o) {
     } else if (o.placement == Placement::Gpu && on_sims(singles[0])) {
         sims.insert(wsp_ggml_backend_dev_name(singles[0]));
     }
-    const bool  progress = o.progress || isatty(2);
-    Batch       batch(files.size(), json, progress, sims);
+    const bool progress = o.progress || isatty(2);
+    Batch      batch(files.size(), json, progress, sims);
+    if (!manifest_file.empty()) {
+        batch.record_to(&manifest, &o, std::move(stamps), shard.from.empty() ? "" : shard.name());
+    }
     const auto  t0 = Clock::now();
     std::string placement, weights;
     if (o.placement == Placement::PerDevice) {
@@ -925,6 +1045,9 @@ int batch_main(Options & o) {
     } else {
         run_in_process(o, files, nullptr, batch);
         placement = "cpu";
+    }
+    if (!shard.from.empty()) {
+        placement += ", shard " + shard.name();
     }
     batch.summary(stderr, seconds_since(t0), placement);
     std::fputs(weights.c_str(), stderr);
@@ -1001,6 +1124,15 @@ void add_options(CLI::App & app, Options & o) {
             },
             "0..1"));
     app.add_option("--prompt", o.prompt, "text that comes before the first window (names, spellings, style)");
+    app.add_option("--manifest", o.manifest,
+                   "append a JSON line per file here (default: manifest.jsonl in --output-dir, "
+                   "manifest-I-of-N.jsonl for a shard)");
+    app.add_flag("--resume", o.resume, "skip the files the manifest has done, unchanged, with their outputs");
+    app.add_flag("--retry-failed", o.retry_failed, "with --resume, do again the files that failed");
+    app.add_option("--shard", o.shard,
+                   "do shard I of N (I/N) of the sorted inputs; by default from Slurm's or Kubernetes' environment");
+    app.add_option("--shards", o.shards, "the number of shards, with Kubernetes' JOB_COMPLETION_INDEX (or WSP_SHARDS)")
+        ->check(whole_number(1, 1000000));
     app.add_flag("--progress", o.progress, "draw the progress bar even when stderr is not a terminal");
     app.add_flag("--verbose", o.verbose, "show whisper.cpp's and ggml's log");
     auto * per = app.add_flag_callback(
@@ -1023,6 +1155,13 @@ void add_options(CLI::App & app, Options & o) {
 // Summary and reports go to stderr, so stdout carries the JSON lines alone.
 int main(int argc, char ** argv) {
     using namespace wsp::transcribe;
+    if (argc >= 2 && std::strcmp(argv[1], "merge") == 0) { // whisper_transcribe merge DIR
+        if (argc != 3 || argv[2][0] == '-') {
+            std::fprintf(stderr, "usage: whisper_transcribe merge DIR (the folder of the shards' manifests)\n");
+            return 2;
+        }
+        return merge_main(argv[2]);
+    }
     Options  o;
     CLI::App app{ "whisper_transcribe: batch transcription with whisper.cpp on wsp-ggml" };
     add_options(app, o);

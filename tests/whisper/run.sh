@@ -14,6 +14,8 @@
 #   run.sh transcribe-checks WORK WHISPER_DIR  whisper_transcribe's checks of options and inputs
 #   run.sh transcribe WORK WHISPER_DIR ARGS... one batch through whisper_transcribe with ARGS (a
 #                                             placement): three spoken clips and a file that is no WAV
+#   run.sh transcribe-shards WORK WHISPER_DIR  shards (Kubernetes' and Slurm's variables), merge, and
+#                                             --resume after SIGTERM, each file done once
 #   run.sh transcribe-audio WORK WHISPER_DIR   the audio formats FFmpeg decodes, against the ffmpeg
 #                                             tool's decoding (skipped without it: apt-get install ffmpeg)
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -464,6 +466,105 @@ transcribe_audio() {
     echo "      5 damaged files refused with their reasons, one batch of every format, 41.77 s in two windows"
 }
 
+# resumable and sharded runs (issue 34, items 4 and 5; Note [manifest] in examples/whisper/manifest.cpp)
+transcribe_shards() {
+    local work=$1 whisper_dir=$2
+    local out
+    transcribe_setup "$work" "$whisper_dir"
+    local tool="$work/build/whisper_transcribe" in="$out/in" i f rc
+    local common=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback --cpu --output-format txt)
+    mkdir -p "$in"
+    for i in $(seq -w 1 24); do
+        cp "$work/batch/$(echo abc | cut -c$((10#$i % 3 + 1))).wav" "$in/f$i.wav"
+    done
+    echo "this is not audio" >"$in/bad.wav"
+    # one process: the reference
+    "$tool" "${common[@]}" "$in" >"$out/one.jsonl" 2>"$out/one.log" || true
+    # the shard a process takes from the engine's variables, and bad shards refused
+    "$tool" "${common[@]}" --shard 3/3 "$in" >/dev/null 2>"$out/bad.log" && { echo "FAILED: --shard 3/3 taken"; exit 1; }
+    grep -q "gives shard 3 of 3, which is not a shard" "$out/bad.log" || { cat "$out/bad.log"; echo "FAILED: --shard 3/3's message"; exit 1; }
+    JOB_COMPLETION_INDEX=0 "$tool" "${common[@]}" "$in" >/dev/null 2>"$out/bad.log" && { echo "FAILED: no shard count taken"; exit 1; }
+    grep -q "give --shards N or WSP_SHARDS" "$out/bad.log" || { cat "$out/bad.log"; echo "FAILED: the missing count's message"; exit 1; }
+    SLURM_ARRAY_TASK_ID=6 SLURM_ARRAY_TASK_MIN=2 SLURM_ARRAY_TASK_STEP=2 SLURM_ARRAY_TASK_COUNT=4 \
+        "$tool" "${common[@]}" --output-dir "$out/slurm" "$in" >/dev/null 2>"$out/slurm.log" || true
+    grep -q "shard 2/4 (from SLURM_ARRAY_TASK_ID): 6 of 25 files" "$out/slurm.log" ||
+        { cat "$out/slurm.log"; echo "FAILED: --array=2-8:2's task 6 is not shard 2/4"; exit 1; }
+    # three shards as three processes at once, as a Kubernetes Indexed Job runs them; merged: every
+    # input once, the failed one named, the tokens of the one-process run
+    for i in 0 1 2; do
+        JOB_COMPLETION_INDEX=$i "$tool" "${common[@]}" --shards 3 --output-dir "$out/k8s" "$in" \
+            >"$out/shard$i.jsonl" 2>"$out/shard$i.log" &
+    done
+    wait
+    cat "$out"/shard*.log
+    rc=0
+    "$tool" merge "$out/k8s" 2>"$out/merge.log" || rc=$?
+    cat "$out/merge.log"
+    if [ $rc -ne 1 ] || ! grep -q "merge: failed: $in/bad.wav" "$out/merge.log" ||
+        ! grep -q "25 inputs over 3 shards.*24 done, 1 failed, 0 missing, 0 done twice, 0 shards missing" "$out/merge.log"; then
+        echo "FAILED: the merge of three shards"
+        exit 1
+    fi
+    for f in "$in"/f*.wav; do
+        [ "$(tokens_of "$out/one.jsonl" "$f")" = "$(cat "$out"/shard*.jsonl | tokens_of /dev/stdin "$f")" ] ||
+            { echo "FAILED: $f: the shards' tokens are not the one process's"; exit 1; }
+    done
+    # the bad file replaced: --resume does it alone, in its shard; the merge is whole
+    cp "$work/batch/a.wav" "$in/bad.wav"
+    for i in 0 1 2; do
+        JOB_COMPLETION_INDEX=$i WSP_SHARDS=3 "$tool" "${common[@]}" --resume --output-dir "$out/k8s" "$in" \
+            >>"$out/again.jsonl" 2>>"$out/again.log"
+    done
+    [ "$(grep -c '"ok":true' "$out/again.jsonl")" -eq 1 ] || { cat "$out/again.log"; echo "FAILED: --resume did not do bad.wav alone"; exit 1; }
+    "$tool" merge "$out/k8s" 2>"$out/merge.log" || { cat "$out/merge.log"; echo "FAILED: the merge after --resume"; exit 1; }
+    [ "$(wc -l <"$out/k8s/manifest.jsonl")" -eq 25 ] || { echo "FAILED: not 25 lines merged"; exit 1; }
+    # merge names what is wrong: a file done twice, a shard missing
+    tail -1 "$out/k8s/manifest-1-of-3.jsonl" >"$out/line"
+    cat "$out/line" >>"$out/k8s/manifest-1-of-3.jsonl"
+    rm "$out/k8s/manifest-2-of-3.jsonl"
+    rc=0
+    "$tool" merge "$out/k8s" 2>"$out/merge.log" || rc=$?
+    if [ $rc -ne 1 ] || ! grep -q "merge: done twice: .*(2 times)" "$out/merge.log" ||
+        ! grep -q "merge: shard missing: 2/3" "$out/merge.log"; then
+        cat "$out/merge.log"
+        echo "FAILED: merge did not name the twice done file and the missing shard"
+        exit 1
+    fi
+    # SIGTERM after a few files, then --resume: every file done, none twice, the stopped one redone
+    rm "$in/bad.wav"
+    local long=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback --cpu --output-dir "$out/r" --output-format txt)
+    "$tool" "${long[@]}" "$in" >"$out/r1.jsonl" 2>"$out/r1.log" &
+    local pid=$!
+    for _ in $(seq 100); do # until 3 files are done
+        local n
+        n=$(grep -c . "$out/r/manifest.jsonl" 2>/dev/null || true)
+        [ "${n:-0}" -lt 3 ] || break
+        sleep 0.1
+    done
+    kill -TERM $pid
+    rc=0
+    wait $pid || rc=$?
+    [ $rc -eq 143 ] || { cat "$out/r1.log"; echo "FAILED: exit $rc after SIGTERM"; exit 1; }
+    local first
+    first=$(grep -c . "$out/r/manifest.jsonl")
+    "$tool" "${long[@]}" --resume "$in" >"$out/r2.jsonl" 2>"$out/r2.log" || { cat "$out/r2.log"; echo "FAILED: --resume"; exit 1; }
+    cat "$out/r1.log" "$out/r2.log"
+    grep -q "resume: $first of 24 files done before" "$out/r2.log" || { echo "FAILED: --resume did not skip $first files"; exit 1; }
+    [ "$(grep -c . "$out/r/manifest.jsonl")" -eq 24 ] || { echo "FAILED: not 24 lines"; exit 1; }
+    [ "$(grep -o '"path":"[^"]*"' "$out/r/manifest.jsonl" | sort | uniq -d | wc -l)" -eq 0 ] ||
+        { echo "FAILED: a file done twice"; exit 1; }
+    # a changed file is done again; the rest is not
+    touch "$in/f07.wav"
+    "$tool" "${long[@]}" --resume "$in" >"$out/r3.jsonl" 2>"$out/r3.log"
+    if [ "$(grep -c . "$out/r3.jsonl")" -ne 1 ] || ! grep -q "f07.wav" "$out/r3.jsonl"; then
+        cat "$out/r3.log"
+        echo "FAILED: the touched file alone is not done again"
+        exit 1
+    fi
+    echo "PASS: 3 shards (JOB_COMPLETION_INDEX) merged, each input once with the one process's tokens; --resume"
+    echo "      after SIGTERM at $first of 24 files completed the set with none twice; a changed file redone"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
@@ -472,6 +573,7 @@ case $mode in
     transcribe) transcribe "$@" ;;
     transcribe-checks) transcribe_checks "$@" ;;
     transcribe-audio) transcribe_audio "$@" ;;
+    transcribe-shards) transcribe_shards "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
