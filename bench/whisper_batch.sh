@@ -75,7 +75,7 @@ rate() {
         cat "$log" >&2
         fail "$name failed"
     fi
-    sed -n 's/.* \([0-9.]*\) audio s\/s.*/\1/p' "$log"
+    sed -n 's/^summary: .* \([0-9.]*\) audio s\/s (.*/\1/p' "$log"
 }
 
 cpu=$(rate cpu WSP_GGML_SIM_DEVICES=0 -- --cpu)

@@ -565,6 +565,7 @@ public:
         Load & l = load_[r.device];
         l.files += 1;
         l.audio_s += r.audio_s;
+        l.busy_s += r.wall_s;
         l.moved += r.moved;
         if (r.ok && l.ok++ == 0) {
             l.first_moved = r.moved;
@@ -578,11 +579,15 @@ public:
         if (progress_) {
             std::fprintf(stderr, "\n");
         }
-        std::fprintf(out, "summary: %zu files ok, %zu failed, %.2f s of audio in %.2f s wall, %.2f audio s/s (%s)\n",
-                     ok_, failed_, audio_s_, wall_s, wall_s > 0 ? audio_s_ / wall_s : 0.0, placement.c_str());
+        std::fprintf(out,
+                     "summary: %zu files ok, %zu failed, %zu skipped (done before), %.2f s (%.3f h) of audio in %.2f s "
+                     "wall, %.2f audio s/s (%s)\n",
+                     ok_, failed_, skipped_, audio_s_, audio_s_ / 3600.0, wall_s, wall_s > 0 ? audio_s_ / wall_s : 0.0,
+                     placement.c_str());
         size_t moved = 0, first = 0, n_first = 0;
         for (const auto & [device, l] : load_) {
-            std::fprintf(out, "  %-12s %4zu files %9.2f s of audio", device.c_str(), l.files, l.audio_s);
+            std::fprintf(out, "  %-12s %4zu files %9.2f s of audio %8.2f audio s/s busy", device.c_str(), l.files,
+                         l.audio_s, l.busy_s > 0 ? l.audio_s / l.busy_s : 0.0);
             if (sims_.count(device) != 0) {
                 std::fprintf(out, " %9.2f MiB moved", l.moved / 1048576.0);
                 moved += l.moved;
@@ -607,12 +612,14 @@ public:
 
     size_t failed() const { return failed_; }
 
+    void skipped(size_t n) { skipped_ = n; }
+
     size_t reported() const { return done_; }
 
 private:
     struct Load {
         size_t files   = 0;
-        double audio_s = 0.0;
+        double audio_s = 0.0, busy_s = 0.0;        // busy: the files' wall seconds
         size_t ok = 0, moved = 0, first_moved = 0; // the sims' bytes, in all and in the first ok file
     };
 
@@ -647,7 +654,7 @@ private:
     }
 
     std::mutex                   mutex_;
-    size_t                       total_, done_ = 0, ok_ = 0, failed_ = 0;
+    size_t                       total_, done_ = 0, ok_ = 0, failed_ = 0, skipped_ = 0;
     double                       audio_s_ = 0.0;
     FILE *                       json_;
     bool                         progress_;
@@ -927,7 +934,7 @@ bool check_before_work(const Options & o) {
 // The shard's files, less what --resume finds done, with the manifest opened and the shard's list
 // of inputs written beside it (Note [manifest]); false with a message on stderr.
 bool plan_files(const Options & o, std::vector<std::string> & files, Manifest & manifest,
-                std::map<std::string, Stamp> & stamps, Shard & shard, std::string & manifest_file) {
+                std::map<std::string, Stamp> & stamps, Shard & shard, std::string & manifest_file, size_t & skipped) {
     std::string error;
     if (!find_shard(o.shard, o.shards, shard, error)) {
         std::fprintf(stderr, "whisper_transcribe: %s\n", error.c_str());
@@ -966,7 +973,8 @@ bool plan_files(const Options & o, std::vector<std::string> & files, Manifest & 
         std::fprintf(stderr, "whisper_transcribe: resume: %zu of %zu files done before (%s), skipped\n",
                      files.size() - todo.size(), files.size(), manifest_file.c_str());
     }
-    files = std::move(todo);
+    skipped = files.size() - todo.size();
+    files   = std::move(todo);
     return true;
 }
 
@@ -986,7 +994,8 @@ int batch_main(Options & o) {
     std::map<std::string, Stamp> stamps;
     Shard                        shard;
     std::string                  manifest_file;
-    if (!plan_files(o, files, manifest, stamps, shard, manifest_file)) {
+    size_t                       skipped = 0;
+    if (!plan_files(o, files, manifest, stamps, shard, manifest_file, skipped)) {
         return 2;
     }
     if (files.empty()) {
@@ -1028,6 +1037,7 @@ int batch_main(Options & o) {
     }
     const bool progress = o.progress || isatty(2);
     Batch      batch(files.size(), json, progress, sims);
+    batch.skipped(skipped);
     if (!manifest_file.empty()) {
         batch.record_to(&manifest, &o, std::move(stamps), shard.from.empty() ? "" : shard.name());
     }
