@@ -16,6 +16,8 @@
 #                                             placement): three spoken clips and a file that is no WAV
 #   run.sh transcribe-shards WORK WHISPER_DIR  shards (Kubernetes' and Slurm's variables), merge, and
 #                                             --resume after SIGTERM, each file done once
+#   run.sh transcribe-slurm WORK WHISPER_DIR   a Slurm job array on a cluster of this machine alone
+#                                             (tests/slurm/cluster.sh), a task cancelled and requeued
 #   run.sh transcribe-audio WORK WHISPER_DIR   the audio formats FFmpeg decodes, against the ffmpeg
 #                                             tool's decoding (skipped without it: apt-get install ffmpeg)
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -565,6 +567,84 @@ transcribe_shards() {
     echo "      after SIGTERM at $first of 24 files completed the set with none twice; a changed file redone"
 }
 
+# a real Slurm (issue 34, item 5): tests/slurm/cluster.sh starts munged, slurmctld and slurmd on
+# this machine; `sbatch --array=0-3` transcribes a folder on one sim per task with --resume; one
+# task is cancelled (scancel) while it works and requeued; merge finds every file done once, with
+# the text of one process over the same folder. Every daemon is stopped at exit.
+transcribe_slurm() {
+    local work=$1 whisper_dir=$2
+    local out
+    transcribe_setup "$work" "$whisper_dir"
+    local cluster="$src_dir/tests/slurm/cluster.sh" tool="$work/build/whisper_transcribe"
+    local state="$out/slurm" in="$out/in" rc=0 env_line i
+    # shellcheck disable=SC2064 # the names are fixed now
+    trap "'$cluster' stop '$state' >/dev/null 2>&1; rm -rf '$out'" EXIT
+    env_line=$("$cluster" start "$state" 2>"$out/cluster.log") || rc=$?
+    [ $rc -ne 77 ] || skip "$env_line"
+    [ $rc -eq 0 ] || { cat "$out/cluster.log"; echo "FAILED: the Slurm cluster did not start"; exit 1; }
+    eval "$env_line"
+    mkdir -p "$in"
+    for i in $(seq -w 1 32); do
+        cp "$work/batch/$(echo abc | cut -c$((10#$i % 3 + 1))).wav" "$in/clip$i.wav"
+    done
+    local args=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback --output-format txt)
+    # the same folder in one process, on one sim
+    WSP_GGML_SIM_DEVICES=1 "$tool" "${args[@]}" --output-dir "$out/one" "$in" >/dev/null 2>"$out/one.log" ||
+        { cat "$out/one.log"; echo "FAILED: the one-process run"; exit 1; }
+    cat >"$out/job.sh" <<EOF
+#!/bin/bash
+exec env WSP_GGML_SIM_DEVICES=1 "$tool" ${args[*]@Q} --output-dir "$out/run" --resume "$in"
+EOF
+    chmod +x "$out/job.sh"
+    local jid t0=$SECONDS
+    jid=$(sbatch --parsable --array=0-3 --requeue --cpus-per-task=1 --open-mode=append \
+        --output="$out/task-%a.log" "$out/job.sh") || { echo "FAILED: sbatch"; exit 1; }
+    # task 1 cancelled once its first file is done, and requeued
+    local n=0
+    for _ in $(seq 600); do
+        n=$(grep -c . "$out/run/manifest-1-of-4.jsonl" 2>/dev/null || true)
+        [ "${n:-0}" -lt 1 ] || break
+        sleep 0.1
+    done
+    [ "${n:-0}" -ge 1 ] || { cat "$out"/task-*.log; echo "FAILED: task 1 did no file in 60 s"; exit 1; }
+    scancel "${jid}_1"
+    for _ in $(seq 100); do
+        [ "$(squeue -h -j "${jid}_1" -t all -o %T)" != CANCELLED ] || break
+        sleep 0.1
+    done
+    local cancelled_at
+    cancelled_at=$(grep -c . "$out/run/manifest-1-of-4.jsonl")
+    scontrol requeue "${jid}_1" || { echo "FAILED: scontrol requeue ${jid}_1"; exit 1; }
+    for _ in $(seq 1200); do
+        [ -n "$(squeue -h -j "$jid")" ] || break
+        sleep 0.1
+    done
+    [ -z "$(squeue -h -j "$jid")" ] || { squeue -j "$jid"; echo "FAILED: the array did not end in 120 s"; exit 1; }
+    local array_s=$((SECONDS - t0))
+    cat "$out"/task-*.log
+    echo "task 1 when cancelled: $(grep -h "stopped by SIGTERM" "$out/task-1.log" | tr '\n' ' ')"
+    grep -q "resume: $cancelled_at of 8 files done before" "$out/task-1.log" ||
+        { echo "FAILED: the requeued task did not resume after its $cancelled_at files"; exit 1; }
+    "$tool" merge "$out/run" 2>"$out/merge.log" || { cat "$out/merge.log"; echo "FAILED: merge"; exit 1; }
+    cat "$out/merge.log"
+    grep -q "32 inputs over 4 shards.*32 done, 0 failed, 0 missing, 0 done twice, 0 shards missing" "$out/merge.log" ||
+        { echo "FAILED: not every file once"; exit 1; }
+    local f
+    for f in "$in"/*.wav; do
+        local txt=${f#/}
+        cmp -s "$out/one/${txt%.wav}.txt" "$out/run/${txt%.wav}.txt" || { echo "FAILED: $f: not the one process's text"; exit 1; }
+    done
+    "$cluster" stop "$state" 2>/dev/null
+    if pgrep -f "$state" | grep -q .; then
+        pgrep -a -f "$state"
+        echo "FAILED: a daemon of the test cluster was left"
+        exit 1
+    fi
+    echo "one process: $(sed -n 's/^summary: //p' "$out/one.log")"
+    echo "PASS: sbatch --array=0-3 over 32 clips on sims in $array_s s, task 1 cancelled after $cancelled_at files and"
+    echo "      requeued, merge: every file once with the one process's text; no daemon left"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
@@ -574,6 +654,7 @@ case $mode in
     transcribe-checks) transcribe_checks "$@" ;;
     transcribe-audio) transcribe_audio "$@" ;;
     transcribe-shards) transcribe_shards "$@" ;;
+    transcribe-slurm) transcribe_slurm "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
