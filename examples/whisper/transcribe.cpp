@@ -1138,7 +1138,7 @@ void add_options(CLI::App & app, Options & o) {
                    "append a JSON line per file here (default: manifest.jsonl in --output-dir, "
                    "manifest-I-of-N.jsonl for a shard)");
     app.add_flag("--resume", o.resume, "skip the files the manifest has done, unchanged, with their outputs");
-    app.add_flag("--retry-failed", o.retry_failed, "with --resume, do again the files that failed");
+    app.add_flag("--retry-failed", o.retry_failed, "as --resume, and do again the files that failed");
     app.add_option("--shard", o.shard,
                    "do shard I of N (I/N) of the sorted inputs; by default from Slurm's or Kubernetes' environment");
     app.add_option("--shards", o.shards, "the number of shards, with Kubernetes' JOB_COMPLETION_INDEX (or WSP_SHARDS)")

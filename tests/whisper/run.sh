@@ -491,6 +491,9 @@ transcribe_shards() {
         "$tool" "${common[@]}" --output-dir "$out/slurm" "$in" >/dev/null 2>"$out/slurm.log" || true
     grep -q "shard 2/4 (from SLURM_ARRAY_TASK_ID): 6 of 25 files" "$out/slurm.log" ||
         { cat "$out/slurm.log"; echo "FAILED: --array=2-8:2's task 6 is not shard 2/4"; exit 1; }
+    SLURM_PROCID=2 SLURM_NTASKS=3 "$tool" "${common[@]}" --output-dir "$out/srun" "$in" >/dev/null 2>"$out/srun.log" || true
+    grep -q "shard 2/3 (from SLURM_PROCID): 8 of 25 files" "$out/srun.log" ||
+        { cat "$out/srun.log"; echo "FAILED: srun's task 2 of 3 is not shard 2/3"; exit 1; }
     # three shards as three processes at once, as a Kubernetes Indexed Job runs them; merged: every
     # input once, the failed one named, the tokens of the one-process run
     for i in 0 1 2; do
@@ -555,6 +558,19 @@ transcribe_shards() {
     [ "$(grep -c . "$out/r/manifest.jsonl")" -eq 24 ] || { echo "FAILED: not 24 lines"; exit 1; }
     [ "$(grep -o '"path":"[^"]*"' "$out/r/manifest.jsonl" | sort | uniq -d | wc -l)" -eq 0 ] ||
         { echo "FAILED: a file done twice"; exit 1; }
+    # a failed file: --resume leaves it, --retry-failed does it again
+    echo "this is not audio" >"$in/f99.wav"
+    "$tool" "${long[@]}" --resume "$in" >"$out/r4.jsonl" 2>"$out/r4.log" || true
+    "$tool" "${long[@]}" --resume "$in" >"$out/r5.jsonl" 2>"$out/r5.log" || true
+    rc=0
+    "$tool" "${long[@]}" --retry-failed "$in" >"$out/r6.jsonl" 2>"$out/r6.log" || rc=$?
+    if [ "$(grep -c . "$out/r4.jsonl")" -ne 1 ] || [ -s "$out/r5.jsonl" ] || [ $rc -ne 1 ] ||
+        [ "$(grep -c '"ok":false' "$out/r6.jsonl")" -ne 1 ] || ! grep -q "f99.wav" "$out/r6.jsonl"; then
+        cat "$out"/r[456].log
+        echo "FAILED: a failed file: done once, left by --resume, done again by --retry-failed (exit $rc)"
+        exit 1
+    fi
+    rm "$in/f99.wav"
     # a changed file is done again; the rest is not
     touch "$in/f07.wav"
     "$tool" "${long[@]}" --resume "$in" >"$out/r3.jsonl" 2>"$out/r3.log"
