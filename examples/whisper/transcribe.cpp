@@ -10,6 +10,7 @@
 #include "ggml-backend.h"
 #include "ggml-sim.h"
 #include "audio.h"
+#include "decoding.h"
 #include "manifest.h"
 #include "outputs.h"
 #include "whisper.h"
@@ -117,6 +118,10 @@ struct Options {
     Placement   placement = Placement::Auto;
     // set in a worker process of --per-device (Note [per-device workers]): the device it stands for
     std::string worker_device;
+
+    Decoding decoding() const {
+        return { language, translate, beam_size, best_of, temperature, prompt, max_tokens, no_fallback, threads };
+    }
 };
 
 struct FileResult {
@@ -232,30 +237,10 @@ private:
         return r;
     }
 
-    whisper_full_params full_params() const {
-        const bool          beams = o_.beam_size > 1;
-        whisper_full_params p =
-            whisper_full_default_params(beams ? WHISPER_SAMPLING_BEAM_SEARCH : WHISPER_SAMPLING_GREEDY);
-        p.n_threads      = o_.threads;
-        p.translate      = o_.translate;
-        p.temperature    = o_.temperature;
-        p.greedy.best_of = o_.best_of;
-        if (beams) {
-            p.beam_search.beam_size = o_.beam_size;
-        }
-        p.initial_prompt   = o_.prompt.empty() ? nullptr : o_.prompt.c_str();
-        p.language         = o_.language.c_str();
-        p.detect_language  = false;
-        p.max_tokens       = o_.max_tokens;
-        p.print_progress   = false;
-        p.print_realtime   = false;
-        p.print_special    = false;
-        p.print_timestamps = false;
-        if (o_.no_fallback) {
-            p.temperature_inc = 0.0f;
-        }
-        p.abort_callback = [](void *) { return stopping(); }; // Note [stopping]
-        return p;
+    whisper_full_params full_params() {
+        decoding_ = o_.decoding();
+        return wsp::transcribe::full_params(
+            decoding_, [](void *) { return stopping(); }, nullptr); // Note [stopping]
     }
 
     // the text, and the ids of the ordinary (text) tokens: those below EOT
@@ -277,21 +262,7 @@ private:
         if (o_.output_dir.empty() && o_.srt_dir.empty()) {
             return true;
         }
-        Transcript t;
-        t.file         = path;
-        const int lang = whisper_full_lang_id(ctx_.get());
-        t.language     = lang >= 0 ? whisper_lang_str(lang) : o_.language;
-        for (int s = 0; s < whisper_full_n_segments(ctx_.get()); ++s) {
-            Segment seg;
-            seg.t0   = whisper_full_get_segment_t0(ctx_.get(), s);
-            seg.t1   = whisper_full_get_segment_t1(ctx_.get(), s);
-            seg.text = whisper_full_get_segment_text(ctx_.get(), s);
-            for (int k = 0; k < whisper_full_n_tokens(ctx_.get(), s); ++k) {
-                const whisper_token_data d = whisper_full_get_token_data(ctx_.get(), s, k);
-                seg.tokens.push_back({ d.id, whisper_full_get_token_text(ctx_.get(), s, k), d.p });
-            }
-            t.segments.push_back(std::move(seg));
-        }
+        const Transcript t = transcript_of(ctx_.get(), path, o_.language);
         for (const std::string & f : o_.output_dir.empty() ? std::vector<std::string>{} : o_.formats) {
             if (!write_atomically(output_path(o_.output_dir, path, f), render(t, f), &error)) {
                 return false;
@@ -303,6 +274,7 @@ private:
     const Options & o_;
     std::string     device_;
     ContextPtr      ctx_;
+    Decoding        decoding_; // what full_params' pointers point into
 };
 
 // ---- devices ----------------------------------------------------------------------------------
@@ -905,13 +877,9 @@ bool check_before_work(const Options & o) {
         std::fprintf(stderr, "whisper_transcribe: cannot read the model %s\n", o.model.c_str());
         return false;
     }
-    if (o.language != "auto" && whisper_lang_id(o.language.c_str()) < 0) {
-        std::string valid = "auto";
-        for (int i = 0; i <= whisper_lang_max_id(); ++i) {
-            valid += std::string(", ") + whisper_lang_str(i);
-        }
+    if (!language_known(o.language)) {
         std::fprintf(stderr, "whisper_transcribe: --language %s is not a language whisper knows (one of %s)\n",
-                     o.language.c_str(), valid.c_str());
+                     o.language.c_str(), known_languages().c_str());
         return false;
     }
     for (const auto & [flag, dir] :
