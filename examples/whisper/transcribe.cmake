@@ -22,3 +22,17 @@ else()
     message(STATUS "whisper_transcribe is not built: it needs CLI11 (libcli11-dev), nlohmann-json "
                    "(nlohmann-json3-dev) and FFmpeg's libraries (libavformat-dev libavcodec-dev libswresample-dev, pkg-config)")
 endif()
+# wsp-whisper-server (server.cpp): the OpenAI audio API over the same pieces; also needs
+# cpp-httplib (Debian: libcpp-httplib-dev, found by pkg-config)
+if (TARGET whisper_audio_input AND PkgConfig_FOUND)
+    pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+endif()
+if (TARGET whisper_audio_input AND HTTPLIB_FOUND)
+    add_executable(wsp-whisper-server "${CMAKE_CURRENT_LIST_DIR}/server.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp"
+                                      "${CMAKE_CURRENT_LIST_DIR}/decoding.cpp")
+    target_link_libraries(wsp-whisper-server PRIVATE whisper whisper_audio_input PkgConfig::HTTPLIB CLI11::CLI11
+                                                     nlohmann_json::nlohmann_json Threads::Threads)
+else()
+    message(STATUS "wsp-whisper-server is not built: it needs what whisper_transcribe needs and cpp-httplib "
+                   "(libcpp-httplib-dev)")
+endif()
