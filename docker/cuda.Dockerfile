@@ -8,6 +8,8 @@
 #
 #   docker build -f docker/cuda.Dockerfile -t wsp-ggml-cuda .
 #   docker run --rm --gpus all wsp-ggml-cuda wsp-ggml-cli devices
+#   docker run --rm --gpus all -p 8080:8080 -v $PWD/models:/models wsp-ggml-cuda \
+#       wsp-whisper-server --model /models/ggml-base.en.bin --host 0.0.0.0     # the OpenAI audio API
 #   docker build -f docker/cuda.Dockerfile --target build -t wsp-ggml-cuda-build .
 #   docker run --rm --gpus all wsp-ggml-cuda-build ctest --preset release     # every suite, GPU ones included
 #
@@ -22,7 +24,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         cmake ninja-build g++ git libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev \
         libcli11-dev libnccl-dev npm espeak-ng ca-certificates \
-        pkg-config libavformat-dev libavcodec-dev libswresample-dev \
+        pkg-config libavformat-dev libavcodec-dev libswresample-dev libcpp-httplib-dev nlohmann-json3-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src/wsp-ggml
 COPY . .
@@ -36,10 +38,10 @@ RUN cmake --preset release -DCMAKE_CUDA_ARCHITECTURES="80;90" \
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU} AS runtime
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnccl2 libgomp1 \
-        $(apt-cache search --names-only '^lib(avformat|avcodec|swresample)[0-9]+$' | cut -d' ' -f1) \
+        $(apt-cache pkgnames lib | grep -Ex 'lib(avformat|avcodec|swresample)[0-9]+|libcpp-httplib[0-9.]+') \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/wsp-ggml /opt/wsp-ggml
 COPY --from=build /src/wsp-ggml/build/whisper/whisper_check /src/wsp-ggml/build/whisper/whisper_transcribe \
-     /src/wsp-ggml/build/whisper/whisper_audio /opt/wsp-ggml/bin/
+     /src/wsp-ggml/build/whisper/whisper_audio /src/wsp-ggml/build/whisper/wsp-whisper-server /opt/wsp-ggml/bin/
 ENV PATH=/opt/wsp-ggml/bin:$PATH LD_LIBRARY_PATH=/opt/wsp-ggml/lib
 CMD ["wsp-ggml-cli", "devices"]

@@ -40,7 +40,7 @@ for g in "${groups[@]}"; do
             want_cmd clang-format-14 clang-format-14
             want_cmd pkg-config pkg-config # finds FFmpeg's libraries for the transcriber
             for p in libgtest-dev libbenchmark-dev libopenblas-dev libboost-context-dev libcli11-dev nlohmann-json3-dev \
-                libavformat-dev libavcodec-dev libswresample-dev; do
+                libavformat-dev libavcodec-dev libswresample-dev libcpp-httplib-dev; do
                 want_pkg "$p"
             done
             ;;

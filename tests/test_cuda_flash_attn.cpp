@@ -1,8 +1,8 @@
 // FLASH_ATTN_EXT on every CUDA device against a double-precision reference of softmax(scale q.k
-// (softcapped) + slope * mask) . v: head sizes 64/80/128, query and key counts around the tiles
-// and chunks, GQA, masks with -inf (fully masked queries, broadcast, F16/F32), ALiBi, softcap,
-// K/V types, permuted and strided layouts, whisper's encoder and decoder shapes. Without a GPU
-// every case is skipped with the reason.
+// (softcapped) + slope * mask) . v and against the CPU backend: head sizes 64/80/128, 192/256 and
+// 576/512 (V a view of K), query and key counts around the tiles and chunks, GQA, masks with -inf
+// (fully masked queries, broadcast, F16/F32), ALiBi, softcap, K/V types, permuted and strided
+// layouts, whisper's encoder and decoder shapes. Without a GPU every case is skipped with the reason.
 
 #include "cuda_util.h"
 #include "test_util.h"
@@ -34,6 +34,8 @@ enum class Lay { contiguous, permuted, strided_d };
 
 struct FaCase {
     int64_t       D, n_q, n_kv;
+    int64_t       Dv     = 0;     // V's head size; 0: D
+    bool          v_in_k = false; // V the first Dv columns of K's rows (DeepSeek's MLA cache)
     int64_t       n_head = 4, n_head_kv = 2, ne3 = 2, ne3k = 1;
     Mask          mask     = Mask::random;
     int64_t       mask_ne2 = 1, mask_ne3 = 1;
@@ -42,14 +44,19 @@ struct FaCase {
     Lay           layout = Lay::contiguous;
 };
 
+int64_t dv_of(const FaCase & c) {
+    return c.Dv != 0 ? c.Dv : c.D;
+}
+
 std::string describe(const FaCase & c) {
     char buf[256];
     snprintf(buf, sizeof(buf),
-             "D %lld n_q %lld n_kv %lld heads %lld/%lld ne3 %lld/%lld mask %d (%lldx%lld %s) kv %s "
+             "D %lld/%lld%s n_q %lld n_kv %lld heads %lld/%lld ne3 %lld/%lld mask %d (%lldx%lld %s) kv %s "
              "bias %g cap %g layout %d",
-             (long long) c.D, (long long) c.n_q, (long long) c.n_kv, (long long) c.n_head, (long long) c.n_head_kv,
-             (long long) c.ne3, (long long) c.ne3k, (int) c.mask, (long long) c.mask_ne2, (long long) c.mask_ne3,
-             wsp_ggml_type_name(c.mask_type), wsp_ggml_type_name(c.kv_type), c.max_bias, c.softcap, (int) c.layout);
+             (long long) c.D, (long long) dv_of(c), c.v_in_k ? " (V in K)" : "", (long long) c.n_q, (long long) c.n_kv,
+             (long long) c.n_head, (long long) c.n_head_kv, (long long) c.ne3, (long long) c.ne3k, (int) c.mask,
+             (long long) c.mask_ne2, (long long) c.mask_ne3, wsp_ggml_type_name(c.mask_type),
+             wsp_ggml_type_name(c.kv_type), c.max_bias, c.softcap, (int) c.layout);
     return buf;
 }
 
@@ -96,16 +103,17 @@ struct FaValues {
     int64_t            n_q_pad;
 };
 
-// out[D, n_head, n_q, ne3]; a query with every key masked gives zeros
+// out[Dv, n_head, n_q, ne3]; a query with every key masked gives zeros
 std::vector<double> reference(const FaCase & c, const FaValues & x, float scale) {
-    std::vector<double> out((size_t) (c.D * c.n_head * c.n_q * c.ne3), 0.0);
+    const int64_t       Dv = dv_of(c);
+    std::vector<double> out((size_t) (Dv * c.n_head * c.n_q * c.ne3), 0.0);
     std::vector<double> s((size_t) c.n_kv);
     for (int64_t b = 0; b < c.ne3; ++b) {
         for (int64_t h = 0; h < c.n_head; ++h) {
             const int64_t hk = h / (c.n_head / c.n_head_kv), bk = b / (c.ne3 / c.ne3k);
             const double  slope = slope_ref(c.max_bias, h, c.n_head);
             const float * k0    = &x.k[(size_t) ((bk * c.n_head_kv + hk) * c.n_kv * c.D)];
-            const float * v0    = &x.v[(size_t) ((bk * c.n_head_kv + hk) * c.n_kv * c.D)];
+            const float * v0    = &x.v[(size_t) ((bk * c.n_head_kv + hk) * c.n_kv * Dv)];
             for (int64_t i = 0; i < c.n_q; ++i) {
                 const float * q  = &x.q[(size_t) (((b * c.n_head + h) * c.n_q + i) * c.D)];
                 double        mx = -std::numeric_limits<double>::infinity();
@@ -128,16 +136,16 @@ std::vector<double> reference(const FaCase & c, const FaValues & x, float scale)
                 if (mx == -std::numeric_limits<double>::infinity()) {
                     continue;
                 }
-                double * o   = &out[(size_t) (((b * c.n_q + i) * c.n_head + h) * c.D)];
+                double * o   = &out[(size_t) (((b * c.n_q + i) * c.n_head + h) * Dv)];
                 double   sum = 0.0;
                 for (int64_t j = 0; j < c.n_kv; ++j) {
                     const double p = std::exp(s[(size_t) j] - mx);
                     sum += p;
-                    for (int64_t e = 0; e < c.D; ++e) {
-                        o[e] += p * v0[j * c.D + e];
+                    for (int64_t e = 0; e < Dv; ++e) {
+                        o[e] += p * v0[j * Dv + e];
                     }
                 }
-                for (int64_t e = 0; e < c.D; ++e) {
+                for (int64_t e = 0; e < Dv; ++e) {
                     o[e] /= sum;
                 }
             }
@@ -152,8 +160,10 @@ void check(const FaCase & c, uint32_t seed) {
     Graph             g;
     wsp_ggml_tensor * q = make_qkv(g, WSP_GGML_TYPE_F32, c.D, c.n_q, c.n_head, c.ne3, c.layout);
     wsp_ggml_tensor * k = make_qkv(g, c.kv_type, c.D, c.n_kv, c.n_head_kv, c.ne3k, c.layout);
-    wsp_ggml_tensor * v = make_qkv(g, c.kv_type, c.D, c.n_kv, c.n_head_kv, c.ne3k, c.layout);
-    FaValues          x;
+    wsp_ggml_tensor * v =
+        c.v_in_k ? wsp_ggml_view_4d(g.ctx(), k, dv_of(c), c.n_kv, c.n_head_kv, c.ne3k, k->nb[1], k->nb[2], k->nb[3], 0)
+                 : make_qkv(g, c.kv_type, dv_of(c), c.n_kv, c.n_head_kv, c.ne3k, c.layout);
+    FaValues x;
     x.n_q_pad              = (c.n_q + WSP_GGML_KQ_MASK_PAD - 1) / WSP_GGML_KQ_MASK_PAD * WSP_GGML_KQ_MASK_PAD;
     wsp_ggml_tensor * mask = nullptr;
     if (c.mask != Mask::none) {
@@ -163,19 +173,24 @@ void check(const FaCase & c, uint32_t seed) {
     g.build(out);
     set_values(q, random_values((size_t) wsp_ggml_nelements(q), seed));
     set_values(k, random_values((size_t) wsp_ggml_nelements(k), seed + 1));
-    set_values(v, random_values((size_t) wsp_ggml_nelements(v), seed + 2));
+    if (!c.v_in_k) {
+        set_values(v, random_values((size_t) wsp_ggml_nelements(v), seed + 2));
+    }
     if (mask != nullptr) {
         set_values(mask, mask_values(c, x.n_q_pad, seed + 3));
         x.mask = get_values(mask);
     }
     x.q = get_values(q), x.k = get_values(k), x.v = get_values(v);
     const std::vector<double> ref = reference(c, x, scale);
-    const bool                mma = c.kv_type == WSP_GGML_TYPE_F16 && c.n_q > 8;
+    // the tensor-core kernel's cases (flash_attn.cu; Note [big heads])
+    const bool mma = c.kv_type == WSP_GGML_TYPE_F16 && c.n_q > 8 && c.D <= 128 && dv_of(c) == c.D;
     for (int d = 0; d < wsp_ggml_backend_cuda_get_device_count(); ++d) {
         SCOPED_TRACE(WSP_GGML_CUDA_NAME + std::to_string(d));
         const std::vector<float> got = cuda_output(g, out, d);
         ASSERT_EQ(got.size(), ref.size());
         EXPECT_LT(nmse(got, ref), mma ? MMA_NMSE : VEC_NMSE);
+        // cuda_output ran the graph on the CPU backend too, node by node: out holds the CPU's result
+        EXPECT_LT(nmse(got, get_values(out)), mma ? MMA_NMSE : VEC_NMSE) << "against the CPU backend";
         EXPECT_LT(max_abs_diff(got, ref), mma ? MMA_MAX_ABS : VEC_MAX_ABS);
         for (size_t i = 0; i < got.size(); ++i) {
             if (ref[i] == 0.0 && got[i] != 0.0f) {
@@ -307,10 +322,60 @@ TEST(CudaFlashAttn, WhisperShapes) {
     check(enc, 52);
 }
 
+// Heads above 128 take the FMA kernel at any query count (Note [big heads]) with several output
+// columns a thread (Note [vec column layout]); DeepSeek's 576 / 512 reads V as the first 512
+// columns of K's rows, as its MLA cache is laid out. F16 at one query (keys split into chunks and
+// combined: one batch of 4 heads leaves the 4 SMs of the host target half filled), a few (a block
+// of 8, partly empty) and 70 (nine blocks); the other float types at 2 queries, the block types at
+// 3. 133 keys: a whole step of 128 and a partial one. GQA 2:1 and a random mask (with a fully
+// masked query) throughout.
+TEST(CudaFlashAttn, BigHeads) {
+    REQUIRE_GPU();
+    for (auto [D, Dv] : { std::pair<int64_t, int64_t>{ 192, 192 }, { 256, 256 }, { 576, 512 } }) {
+        for (int64_t n_q : { 1, 5, 70 }) {
+            FaCase c{ D, n_q, 133 };
+            c.Dv  = Dv;
+            c.ne3 = n_q == 1 ? 1 : 2;
+            check(c, (uint32_t) (D + n_q));
+        }
+        for (wsp_ggml_type t : { WSP_GGML_TYPE_F32, WSP_GGML_TYPE_BF16, WSP_GGML_TYPE_Q8_0, WSP_GGML_TYPE_Q4_0,
+                                 WSP_GGML_TYPE_Q4_1, WSP_GGML_TYPE_Q5_0, WSP_GGML_TYPE_Q5_1 }) {
+            FaCase c{ D, wsp_ggml_is_quantized(t) ? 3 : 2, 133 };
+            c.Dv      = Dv;
+            c.v_in_k  = Dv != D;
+            c.kv_type = t;
+            check(c, (uint32_t) (D + t));
+        }
+    }
+}
+
+// supported() claims exactly what runs: every head size it accepts through the FMA kernel (2
+// queries) and, at 9 queries, the tensor-core kernel where the head size has it (Note [big heads])
+TEST(CudaFlashAttn, EveryHeadSizeRuns) {
+    REQUIRE_GPU();
+    for (auto [D, Dv] : { std::pair<int64_t, int64_t>{ 64, 64 },
+                          { 80, 80 },
+                          { 96, 96 },
+                          { 112, 112 },
+                          { 128, 128 },
+                          { 192, 192 },
+                          { 256, 256 },
+                          { 576, 512 } }) {
+        for (int64_t n_q : { 2, 9 }) {
+            if (n_q == 2 && D > 128) {
+                continue; // BigHeads runs these
+            }
+            FaCase c{ D, n_q, 19 };
+            c.Dv = Dv, c.n_head = 2, c.n_head_kv = 1, c.ne3 = 1;
+            check(c, (uint32_t) (D + n_q));
+        }
+    }
+}
+
 TEST(CudaFlashAttn, SupportedHeadSizes) {
     REQUIRE_GPU();
     wsp_ggml_backend_t   cuda = wsp_ggml_backend_cuda_init(0);
-    wsp_ggml_init_params p    = { 32 * wsp_ggml_tensor_overhead(), nullptr, true };
+    wsp_ggml_init_params p    = { 64 * wsp_ggml_tensor_overhead(), nullptr, true };
     wsp_ggml_context *   ctx  = wsp_ggml_init(p);
     auto                 op   = [&](int64_t D, int64_t Dv) {
         wsp_ggml_tensor * q = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, D, 5, 4);
@@ -318,12 +383,16 @@ TEST(CudaFlashAttn, SupportedHeadSizes) {
         wsp_ggml_tensor * v = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F16, Dv, 9, 4);
         return wsp_ggml_flash_attn_ext(ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f);
     };
-    for (int64_t D : { 64, 80, 96, 112, 128 }) {
+    for (int64_t D : { 64, 80, 96, 112, 128, 192, 256 }) {
         EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, op(D, D))) << D;
     }
+    EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, op(576, 512)));
     // no kernel for these: refused, so the scheduler keeps them on the CPU
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, op(72, 72)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, op(72, 40)));
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, op(512, 512)));
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, op(576, 576)));
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, op(256, 128)));
     wsp_ggml_free(ctx);
     wsp_ggml_backend_free(cuda);
 }

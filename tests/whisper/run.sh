@@ -18,6 +18,9 @@
 #                                             --resume after SIGTERM, each file done once
 #   run.sh transcribe-slurm WORK WHISPER_DIR   a Slurm job array on a cluster of this machine alone
 #                                             (tests/slurm/cluster.sh), a task cancelled and requeued
+#   run.sh server WORK WHISPER_DIR             wsp-whisper-server with curl: every response format as
+#                                             the batch transcriber writes it, bad input, 413, 401,
+#                                             429, 504, SIGTERM with a request in flight
 #   run.sh transcribe-audio WORK WHISPER_DIR   the audio formats FFmpeg decodes, against the ffmpeg
 #                                             tool's decoding (skipped without it: apt-get install ffmpeg)
 # Exits 77 (the tests' SKIP_RETURN_CODE) with the reason when the sources were not fetched
@@ -661,6 +664,164 @@ EOF
     echo "      requeued, merge: every file once with the one process's text; no daemon left"
 }
 
+# wsp-whisper-server (issue 36; Note [server requests] in examples/whisper/server.cpp), with curl
+server_test() {
+    local work=$1 whisper_dir=$2
+    local out
+    transcribe_setup "$work" "$whisper_dir"
+    local server="$work/build/wsp-whisper-server"
+    [ -x "$server" ] || skip "wsp-whisper-server was not built (it needs cpp-httplib: scripts/install-deps.sh)"
+    command -v curl >/dev/null || skip "curl is not installed"
+    command -v ffmpeg >/dev/null || skip "the ffmpeg tool is not installed (apt-get install ffmpeg): it makes a long file"
+    local model="$work/model-tiny-f16.bin" a="$work/batch/a.wav" url
+    server_pid= # global: the exit trap reads it
+    local fixed=(--model "$model" --threads 1 --max-tokens 10 --no-fallback)
+    # a failed check leaves no server behind
+    # shellcheck disable=SC2064 # the folder is named now
+    trap "[ -z \"\$server_pid\" ] || kill \$server_pid 2>/dev/null; rm -rf '$out'" EXIT
+    # a server on a free port, ready: sets server_pid and url
+    start_server() { # LOG ARGS...
+        local log=$1
+        shift
+        "$server" "${fixed[@]}" --port 0 "$@" >/dev/null 2>"$log" &
+        server_pid=$!
+        for _ in $(seq 300); do
+            ! grep -q "ready" "$log" || break
+            kill -0 $server_pid 2>/dev/null || { cat "$log"; echo "FAILED: the server exited"; exit 1; }
+            sleep 0.1
+        done
+        grep -q "ready" "$log" || { cat "$log"; echo "FAILED: the server is not ready in 30 s"; exit 1; }
+        url=http://127.0.0.1:$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+    }
+    stop_server() { # the exit status must be 0
+        local rc=0
+        kill -TERM "$server_pid"
+        wait "$server_pid" || rc=$?
+        server_pid=
+        [ $rc -eq 0 ] || { echo "FAILED: the server exited $rc after SIGTERM"; exit 1; }
+    }
+    post() { # OUT FIELD... : the status on stdout
+        local o=$1
+        shift
+        local fields=() f
+        for f in "$@"; do
+            fields+=(-F "$f")
+        done
+        curl -s -o "$o" -D "$o.headers" -w '%{http_code}\n' "${fields[@]}" "$url/v1/audio/transcriptions"
+    }
+    # the batch transcriber's files for the same clip and options: the reference
+    "$work/build/whisper_transcribe" "${fixed[@]}" --cpu --language en --output-dir "$out/ref" \
+        --output-format json,srt,vtt "$a" >"$out/ref.jsonl" 2>"$out/ref.log" || { cat "$out/ref.log"; echo "FAILED: the reference"; exit 1; }
+    local ref="$out/ref/${a#/}"
+    ref=${ref%.wav}
+    start_server "$out/server.log" --cpu
+    [ "$(curl -s "$url/health")" = '{"status":"ok"}' ] || { echo "FAILED: /health"; exit 1; }
+    curl -s "$url/v1/models" | grep -q '"id":"model-tiny-f16"' || { echo "FAILED: /v1/models"; exit 1; }
+    local format
+    for format in json text srt vtt verbose_json; do
+        [ "$(post "$out/r.$format" file=@"$a" model=whisper-1 language=en response_format=$format)" = 200 ] ||
+            { cat "$out/r.$format"; echo "FAILED: $format: not 200"; exit 1; }
+    done
+    if ! cmp "$out/r.srt" "$ref.srt" || ! cmp "$out/r.vtt" "$ref.vtt"; then
+        echo "FAILED: srt or vtt: not the transcriber's"
+        exit 1
+    fi
+    python3 - "$out" "$ref.json" "$out/ref.jsonl" <<'PY_' || { echo "FAILED: json, text, verbose_json: not the transcriber's"; exit 1; }
+import json, sys
+out, ref = sys.argv[1], json.load(open(sys.argv[2]))
+line = json.loads(open(sys.argv[3]).readline())
+text = line["text"].lstrip(" ")
+assert json.load(open(out + "/r.json")) == {"text": text}, (open(out + "/r.json").read(), text)
+assert open(out + "/r.text").read() == text + "\n"
+v = json.load(open(out + "/r.verbose_json"))
+assert v["task"] == "transcribe" and v["language"] == "english" and v["text"] == text, v
+# the segments' text keeps whisper.cpp's leading space, as OpenAI's does; the transcriber's drops it
+assert [s["text"].lstrip(" ") for s in v["segments"]] == [s["text"] for s in ref["segments"]], (v, ref)
+assert [s["tokens"] for s in v["segments"]] == [[t["id"] for t in s["tokens"]] for s in ref["segments"]], (v, ref)
+assert [(s["start"], s["end"]) for s in v["segments"]] == [(s["start"], s["end"]) for s in ref["segments"]], (v, ref)
+print("json, text, verbose_json: the transcriber's text, segments, times and tokens")
+PY_
+    # bad input: 400 with the field named, nothing queued, the next request served
+    expect_status() { # WHAT STATUS PATTERN FIELD...
+        local what=$1 want=$2 pattern=$3 got
+        shift 3
+        got=$(post "$out/bad.json" "$@")
+        if [ "$got" != "$want" ] || ! grep -q -- "$pattern" "$out/bad.json"; then
+            cat "$out/bad.json"
+            echo "FAILED: $what: $got, not $want with '$pattern'"
+            exit 1
+        fi
+        echo "$what: $got $(cat "$out/bad.json")"
+    }
+    local bad="$work/batch/d.wav"
+    expect_status "not audio" 400 '"param":"file"' file=@"$bad"
+    expect_status "no file" 400 "needs a multipart/form-data field 'file'" model=whisper-1
+    expect_status "a response_format" 400 '"param":"response_format"' file=@"$a" response_format=xml
+    expect_status "a language" 400 '"param":"language"' file=@"$a" language=xx
+    expect_status "a temperature" 400 '"param":"temperature"' file=@"$a" temperature=2
+    expect_status "word timestamps" 400 "only 'segment'" file=@"$a" "timestamp_granularities[]=word"
+    head -c 40 "$a" >"$out/cut.wav"
+    expect_status "a cut WAV" 400 '"param":"file"' file=@"$out/cut.wav"
+    expect_status "after them" 200 '"text"' file=@"$a"
+    curl -s "$url/metrics" >"$out/metrics"
+    local line
+    for line in 'wsp_whisper_requests_total{status="400"} 7' 'wsp_whisper_requests_total{status="200"} 6' \
+        'wsp_whisper_request_seconds_count 13' 'wsp_whisper_queue_depth 0'; do
+        grep -qxF "$line" "$out/metrics" || { cat "$out/metrics"; echo "FAILED: /metrics has no '$line'"; exit 1; }
+    done
+    stop_server
+    # limits: 413 over --max-upload-mb, 401 without the key
+    head -c 1100000 /dev/zero >"$out/big.wav"
+    start_server "$out/server2.log" --cpu --max-upload-mb 1 --api-key "k3y"
+    expect_status "over 1 MiB" 413 "larger than the server's --max-upload-mb" file=@"$out/big.wav"
+    expect_status "no key" 401 '"code":"invalid_api_key"' file=@"$a"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer k3y" -F file=@"$a" "$url/v1/audio/transcriptions")" = 200 ] ||
+        { echo "FAILED: the key"; exit 1; }
+    stop_server
+    # back-pressure: a queue of 1 and 6 requests at once, each answered once, 200 or 429; 504 past
+    # the deadline; SIGTERM with a request in flight: it is answered, the server exits 0
+    step "$out/ffmpeg.log" ffmpeg -nostdin -loglevel error -y -stream_loop 99 -i "$a" -c:a flac "$out/long.flac"
+    start_server "$out/server3.log" --cpu --queue 1
+    local i requests=()
+    for i in 1 2 3 4 5 6; do
+        post "$out/q$i.json" file=@"$out/long.flac" >"$out/q$i.status" &
+        requests+=($!)
+    done
+    wait "${requests[@]}" || true
+    local statuses
+    statuses=$(sort "$out"/q*.status | uniq -c | tr -s ' ' | tr '\n' ',')
+    echo "6 requests at once, --queue 1: $statuses"
+    if [ "$(cat "$out"/q*.status | grep -c -E '^(200|429)$')" -ne 6 ] || ! grep -q 200 "$out"/q*.status ||
+        ! grep -q 429 "$out"/q*.status || ! grep -qi "^Retry-After: 1" "$out"/q*.json.headers; then
+        echo "FAILED: not each 200 or 429, with some of each"
+        exit 1
+    fi
+    stop_server
+    start_server "$out/server4.log" --cpu --timeout-s 0.3
+    expect_status "past --timeout-s" 504 "timed out" file=@"$out/long.flac"
+    stop_server
+    start_server "$out/server5.log" --cpu
+    post "$out/late.json" file=@"$out/long.flac" >"$out/late.status" &
+    local request=$!
+    for _ in $(seq 200); do # until it is being transcribed
+        ! curl -s "$url/metrics" | grep -q 'busy_workers{device="CPU"} 1' || break
+        sleep 0.05
+    done
+    kill -TERM "$server_pid"
+    wait "$request" || true
+    local rc=0
+    wait "$server_pid" || rc=$?
+    server_pid=
+    if [ $rc -ne 0 ] || [ "$(cat "$out/late.status")" != 200 ]; then
+        cat "$out/server5.log"
+        echo "FAILED: SIGTERM in flight: exit $rc, the request answered $(cat "$out/late.status"), not 200"
+        exit 1
+    fi
+    grep -q "finishing what is in flight" "$out/server5.log" || { echo "FAILED: SIGTERM was not in flight"; exit 1; }
+    echo "PASS: every response format as whisper_transcribe writes it, 7 bad inputs 400, 413, 401, 429 under load,"
+    echo "      504 past the deadline, SIGTERM answers the request in flight and exits 0"
+}
+
 mode=${1:-}
 shift || true
 case $mode in
@@ -671,6 +832,7 @@ case $mode in
     transcribe-audio) transcribe_audio "$@" ;;
     transcribe-shards) transcribe_shards "$@" ;;
     transcribe-slurm) transcribe_slurm "$@" ;;
+    server) server_test "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2

@@ -1,6 +1,6 @@
 // FLASH_ATTN_EXT: out[Dv, n_head, n_q, ne3] = softmax(scale q.k (softcapped) + slope * mask) . v,
-// per (query, head), K/V broadcast over heads (GQA) and batches. Long F16 runs take the tensor-core
-// kernel (flash_attn_mma.cu), the rest the FMA kernel (flash_attn_vec.cu). When the query blocks
+// per (query, head), K/V broadcast over heads (GQA) and batches. Long F16 runs with heads up to 128
+// take the tensor-core kernel (flash_attn_mma.cu), the rest the FMA kernel (flash_attn_vec.cu). When the query blocks
 // cannot fill the device the keys are split into chunks and a combine kernel merges them.
 
 #include "flash_attn.cuh"
@@ -80,7 +80,7 @@ void plan_chunks(Params & p, int64_t ctas, int tile, int min_tiles, int sm_count
     p.n_chunks            = (int) ((n_tiles + tiles - 1) / tiles);
 }
 
-__global__ void combine_kernel(const Params p, const int d, const int64_t n_rows) {
+__global__ void combine_kernel(const Params p, const int dv, const int64_t n_rows) {
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         float m = -INFINITY;
         for (int c = 0; c < p.n_chunks; ++c) {
@@ -89,7 +89,7 @@ __global__ void combine_kernel(const Params p, const int d, const int64_t n_rows
         const int iq = (int) (r % p.n_q), h = (int) ((r / p.n_q) % p.n_head),
                   b = (int) (r / ((int64_t) p.n_q * p.n_head));
         float * out = fa::dst_row(p, iq, h, b);
-        for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        for (int i = threadIdx.x; i < dv; i += blockDim.x) {
             if (m == -INFINITY) {
                 out[i] = 0.0f; // every key of every chunk masked
                 continue;
@@ -98,7 +98,7 @@ __global__ void combine_kernel(const Params p, const int d, const int64_t n_rows
             for (int c = 0; c < p.n_chunks; ++c) {
                 const float2 ml = p.part_ml[c * n_rows + r];
                 const float  w  = expf(ml.x - m); // 0 for chunks with no attended key
-                o += w * p.part_o[(c * n_rows + r) * d + i];
+                o += w * p.part_o[(c * n_rows + r) * dv + i];
                 l += w * ml.y;
             }
             out[i] = __fdividef(o, l); // l >= 1: the max chunk adds its own l >= 1 with weight 1
@@ -115,17 +115,17 @@ bool supported(const wsp_ggml_tensor * t) {
                                (is_block_quant(k->type) && k->nb[0] == wsp_ggml_type_size(k->type) &&
                                 v->nb[0] == wsp_ggml_type_size(v->type) && k->ne[0] % QK == 0 && v->ne[0] % QK == 0));
     return t->type == WSP_GGML_TYPE_F32 && t->nb[0] == sizeof(float) && is_float_type(q->type) && kv_ok &&
-           (mask == nullptr || is_float_type(mask->type)) && q->ne[0] == v->ne[0] &&
-           fa::head_size_supported(q->ne[0]) && q->ne[2] <= 65535 && q->ne[1] <= INT32_MAX && k->ne[1] <= INT32_MAX &&
+           (mask == nullptr || is_float_type(mask->type)) && fa::head_sizes_supported(q->ne[0], v->ne[0]) &&
+           q->ne[2] <= 65535 && q->ne[1] <= INT32_MAX && k->ne[1] <= INT32_MAX &&
            q->ne[1] * q->ne[2] * q->ne[3] <= INT32_MAX;
 }
 
 bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
-    Params       p   = make_params(t);
-    const int    d   = (int) t->src[0]->ne[0];
+    Params       p  = make_params(t);
+    const int    dk = (int) t->src[0]->ne[0], dv = (int) t->src[2]->ne[0];
     const auto & dev = devices()[(size_t) ctx.index];
-    const bool   mma =
-        t->src[1]->type == WSP_GGML_TYPE_F16 && p.n_q > VEC_MAX_Q && dev.cc_major >= 8 && fa::MMA_AVAILABLE;
+    const bool   mma = t->src[1]->type == WSP_GGML_TYPE_F16 && p.n_q > VEC_MAX_Q && dev.cc_major >= 8 &&
+                     fa::MMA_AVAILABLE && fa::mma_head_sizes(dk, dv);
     int nq = (int) fa::MMA_BLOCK_Q;
     if (!mma) {
         nq = p.n_q <= 1 ? 1 : p.n_q <= 2 ? 2 : p.n_q <= 4 ? 4 : 8;
@@ -139,21 +139,21 @@ bool launch(LaunchCtx & ctx, wsp_ggml_tensor * t) {
     plan_chunks(p, n_qblocks * p.n_head * p.ne3, mma ? fa::MMA_BLOCK_K : fa::VEC_BLOCK_K, mma ? 2 : 1, dev.sm_count);
 
     Scratch parts(ctx.scratch(), ctx.stream,
-                  p.n_chunks > 1 ? (size_t) p.n_chunks * (size_t) n_rows * (size_t) (d + 2) * sizeof(float) : 0);
+                  p.n_chunks > 1 ? (size_t) p.n_chunks * (size_t) n_rows * (size_t) (dv + 2) * sizeof(float) : 0);
     if (!parts) {
         return false;
     }
     if (p.n_chunks > 1) {
         p.part_o  = static_cast<float *>(parts.get());
-        p.part_ml = reinterpret_cast<float2 *>(p.part_o + (size_t) p.n_chunks * n_rows * d); // d even: 8-aligned
+        p.part_ml = reinterpret_cast<float2 *>(p.part_o + (size_t) p.n_chunks * n_rows * dv); // dv even: 8-aligned
     }
-    const bool ok = mma ? fa::launch_mma(p, d, (int) n_qblocks, ctx.stream, ctx.physical)
-                        : fa::launch_vec(p, d, nq, (int) n_qblocks, ctx.stream, ctx.physical);
+    const bool ok = mma ? fa::launch_mma(p, dk, (int) n_qblocks, ctx.stream, ctx.physical)
+                        : fa::launch_vec(p, dk, dv, nq, (int) n_qblocks, ctx.stream, ctx.physical);
     if (!ok || p.n_chunks == 1) {
         return ok;
     }
     const int64_t blocks = std::min<int64_t>(n_rows, 65535);
-    gpu::launch(combine_kernel, (unsigned) blocks, 128, 0, ctx.stream, p, d, n_rows);
+    gpu::launch(combine_kernel, (unsigned) blocks, 128, 0, ctx.stream, p, dv, n_rows);
     return WSP_CUDA_LAUNCH_OK(ctx.physical);
 }
 

@@ -10,9 +10,25 @@
 
 namespace wsp::cuda::fa {
 
-// head sizes with a kernel (D == Dv); others are refused by supported()
-inline bool head_size_supported(int64_t d) {
-    return d == 64 || d == 80 || d == 96 || d == 112 || d == 128;
+// (K, V) head sizes with a kernel: D == Dv of whisper and the common decoders, and DeepSeek's MLA
+// (K 576 = 512 latent + 64 rope columns, V the 512 latent ones); others are refused by supported()
+inline bool head_sizes_supported(int64_t dk, int64_t dv) {
+    if (dk == 576) {
+        return dv == 512;
+    }
+    return dk == dv && (dk == 64 || dk == 80 || dk == 96 || dk == 112 || dk == 128 || dk == 192 || dk == 256);
+}
+
+// Note [big heads]: the tensor-core kernel keeps a warp's 16 query rows and its 16 x D output in
+// registers (D / 4 + D / 2 words a thread, plus 32 of scores) and stages a 64-key tile of K and of
+// transposed V in static shared memory (64 (D / 2 + 4) + 36 D words). At D = 192 that is 176
+// registers before addresses and 52 KB; at D = 256, 224 registers and 69 KB: past the 48 KB of
+// static shared memory, and spills. Heads above 128 therefore take the FMA kernel at any query
+// count, which is slower on long F16 prompts but needs only the NQ queries, NQ rows of
+// probabilities and the outputs of its key groups in shared memory (38 KB at 576 / 512 with 8
+// queries); each of its threads holds several output columns (Note [vec column layout]).
+inline bool mma_head_sizes(int64_t dk, int64_t dv) {
+    return dk == dv && dk <= 128;
 }
 
 constexpr int THREADS = 128; // every flash-attention kernel runs 4 warps
@@ -27,7 +43,7 @@ struct Params {
     const char * v;
     const char * mask; // null without a mask
     char *       dst;
-    float *      part_o;  // [n_chunks][n_rows][D] unnormalised outputs, null with one chunk
+    float *      part_o;  // [n_chunks][n_rows][Dv] unnormalised outputs, null with one chunk
     float2 *     part_ml; // [n_chunks][n_rows] (running max, running sum)
     int64_t      q_nb[4], k_nb[4], v_nb[4], mask_nb[4], dst_nb[4]; // bytes
     int          q_type, kv_type, mask_type;
@@ -89,10 +105,10 @@ __device__ __forceinline__ float * dst_row(const Params & p, int iq, int h, int 
                                      (int64_t) b * p.dst_nb[3]);
 }
 
-// launchers (false: no kernel for this head size); grid x = query block + n_blocks * batch,
+// launchers (false: no kernel for these head sizes); grid x = query block + n_blocks * batch,
 // y = chunk, z = head
 bool launch_mma(const Params & p, int d, int n_qblocks, cudaStream_t stream, int device);
-bool launch_vec(const Params & p, int d, int nq_per_block, int n_qblocks, cudaStream_t stream, int device);
+bool launch_vec(const Params & p, int dk, int dv, int nq_per_block, int n_qblocks, cudaStream_t stream, int device);
 
 // queries per CTA of the tensor-core kernel (16 per warp)
 constexpr int MMA_BLOCK_Q = 64;

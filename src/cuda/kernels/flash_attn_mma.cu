@@ -1,8 +1,9 @@
-// FLASH_ATTN_EXT on tensor cores (sm_80+, F16 K/V): a CTA of 4 warps takes 64 queries of one
-// head (16 per warp, held as F16 mma fragments) and walks its chunk of keys in tiles of 64. Each
-// tile of K (row-major) and V (transposed) is staged in shared memory; S = Q K^T and O += P V are
-// mma.m16n8k16 with F32 accumulators; the online softmax runs on the S fragments in registers and
-// turns them into the A fragments of P V without leaving registers (Note [fragment reuse]).
+// FLASH_ATTN_EXT on tensor cores (sm_80+, F16 K/V, heads up to 128: Note [big heads]): a CTA of
+// 4 warps takes 64 queries of one head (16 per warp, held as F16 mma fragments) and walks its chunk
+// of keys in tiles of 64. Each tile of K (row-major) and V (transposed) is staged in shared memory;
+// S = Q K^T and O += P V are mma.m16n8k16 with F32 accumulators; the online softmax runs on the S
+// fragments in registers and turns them into the A fragments of P V without leaving registers
+// (Note [fragment reuse]).
 
 #include "flash_attn.cuh"
 

@@ -1,9 +1,9 @@
 // FLASH_ATTN_EXT with F32 FMA arithmetic: a CTA of 128 threads takes NQ (1, 2, 4 or 8) queries of
 // one head and walks its chunk of keys 128 at a time, one key per thread for Q.K^T (the key row
-// read once for all NQ queries), then one column pair per thread for P.V with the keys split
-// among thread groups. It serves decode steps (few queries: the split-KV chunks fill the device)
-// and every K/V type and layout (block-quantized K/V element by element); the tensor-core kernel
-// takes the long F16 runs.
+// read once for all NQ queries), then a few output column pairs per thread for P.V with the keys
+// split among thread groups (Note [vec column layout]). It serves decode steps (few queries: the
+// split-KV chunks fill the device), every K/V type and layout (block-quantized K/V element by
+// element) and the heads above 128 (Note [big heads]); the tensor-core kernel takes the long F16 runs.
 
 #include "flash_attn.cuh"
 
@@ -20,15 +20,15 @@ __device__ __forceinline__ float2 half2_bits(uint32_t u) {
 }
 
 // s[i] = q_i . K[key] for the NQ queries (q pre-scaled in shared memory)
-template <int D, int NQ>
-__device__ __forceinline__ void dot_key(const Params & p, const char * krow, const float (&q)[NQ][D], float (&s)[NQ]) {
+template <int DK, int NQ>
+__device__ __forceinline__ void dot_key(const Params & p, const char * krow, const float (&q)[NQ][DK], float (&s)[NQ]) {
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
         s[i] = 0.0f;
     }
     if (p.kv_vec) {
 #pragma unroll 2
-        for (int d = 0; d < D; d += 8) {
+        for (int d = 0; d < DK; d += 8) {
             const uint4  w    = *reinterpret_cast<const uint4 *>(krow + (int64_t) d * 2);
             const float2 k[4] = { half2_bits(w.x), half2_bits(w.y), half2_bits(w.z), half2_bits(w.w) };
 #pragma unroll
@@ -42,9 +42,9 @@ __device__ __forceinline__ void dot_key(const Params & p, const char * krow, con
         }
         return;
     }
-    for (int d = 0; d < D; ++d) {
-        const float kd =
-            p.kv_quant ? dequantize_row_elem(p.kv_type, krow, d) : load_f(p.kv_type, krow + (int64_t) d * p.k_nb[0]);
+    for (int d = 0; d < DK; ++d) {
+        const float kd = p.kv_quant ? dequantize_block_row_elem(p.kv_type, krow, d)
+                                    : load_f(p.kv_type, krow + (int64_t) d * p.k_nb[0]);
 #pragma unroll
         for (int i = 0; i < NQ; ++i) {
             s[i] += q[i][d] * kd;
@@ -57,7 +57,8 @@ __device__ __forceinline__ float2 load_v2(const Params & p, const char * vrow, i
         return half2_bits(*reinterpret_cast<const uint32_t *>(vrow + (int64_t) col * 2));
     }
     if (p.kv_quant) {
-        return make_float2(dequantize_row_elem(p.kv_type, vrow, col), dequantize_row_elem(p.kv_type, vrow, col + 1));
+        return make_float2(dequantize_block_row_elem(p.kv_type, vrow, col),
+                           dequantize_block_row_elem(p.kv_type, vrow, col + 1));
     }
     return make_float2(load_f(p.kv_type, vrow + (int64_t) col * p.v_nb[0]),
                        load_f(p.kv_type, vrow + (int64_t) (col + 1) * p.v_nb[0]));
@@ -71,23 +72,39 @@ __device__ __forceinline__ float warp_max(float x) {
     return x;
 }
 
-template <int D, int NQ>
+// Note [vec column layout]: in P.V a thread owns NP column pairs of the Dv outputs, TPG pairs
+// apart (a warp's loads of one V row cover consecutive words), and the CTA's threads form GROUPS
+// groups of TPG, each group taking every GROUPS-th key of a step; the groups' sums meet in shared
+// memory at the end. Up to Dv = 128 a thread has one pair (TPG = Dv / 2: 2 to 4 groups, some
+// threads idle at 80, 96 and 112). Above, one pair a thread would leave threads idle (192), one
+// group (256) or too few threads (512), and each probability read from shared memory would feed
+// only 2 FMAs: 192 takes 3 pairs (4 groups of 32), 256 and 512 take 2 (2 groups of 64, one of
+// 128), which keeps the NQ x 2 NP accumulators within 48 registers at NQ = 8.
+template <int DV>
+struct Cols {
+    static constexpr int PAIRS  = DV / 2;
+    static constexpr int NP     = DV <= 128 ? 1 : DV == 192 ? 3 : 2; // column pairs a thread
+    static constexpr int TPG    = PAIRS / NP;                        // threads a key group
+    static constexpr int GROUPS = THREADS / TPG;                     // key groups of P.V
+    static_assert(PAIRS % NP == 0 && TPG <= THREADS, "a thread for every column pair");
+};
+
+template <int DK, int DV, int NQ>
 struct Smem {
-    static constexpr int PAIRS  = D / 2;           // output column pairs
-    static constexpr int GROUPS = THREADS / PAIRS; // key groups of P.V (2 to 4)
-    float                q[NQ][D];
+    static constexpr int GROUPS = Cols<DV>::GROUPS;
+    float                q[NQ][DK];
     float                p[NQ][BK];
     float                red[WARPS][NQ];
-    float                o[GROUPS][NQ][D];
+    float                o[GROUPS][NQ][DV];
     float                l[GROUPS][NQ];
     float                m[NQ];
 };
 
 // the NQ queries (rows q0..q0+NQ-1, zeros past n_q) into shared memory, pre-scaled
-template <int D, int NQ>
-__device__ __forceinline__ void load_queries(const Params & p, Smem<D, NQ> & sm, int q0, int h, int b) {
-    for (int i = threadIdx.x; i < NQ * D; i += THREADS) {
-        const int r = i / D, d = i % D, iq = q0 + r;
+template <int DK, int DV, int NQ>
+__device__ __forceinline__ void load_queries(const Params & p, Smem<DK, DV, NQ> & sm, int q0, int h, int b) {
+    for (int i = threadIdx.x; i < NQ * DK; i += THREADS) {
+        const int r = i / DK, d = i % DK, iq = q0 + r;
         sm.q[r][d] = iq < p.n_q ? load_f(p.q_type, p.q + (int64_t) iq * p.q_nb[1] + (int64_t) h * p.q_nb[2] +
                                                        (int64_t) b * p.q_nb[3] + (int64_t) d * p.q_nb[0]) *
                                       p.qscale
@@ -96,16 +113,16 @@ __device__ __forceinline__ void load_queries(const Params & p, Smem<D, NQ> & sm,
 }
 
 // combine the key groups' shares and write the NQ rows (normalised, or raw with (m, l))
-template <int D, int NQ>
-__device__ __forceinline__ void store_rows(const Params & p, const Smem<D, NQ> & sm, int q0, int h, int b) {
-    for (int i = threadIdx.x; i < NQ * D; i += THREADS) {
-        const int r = i / D, d = i % D, iq = q0 + r;
+template <int DK, int DV, int NQ>
+__device__ __forceinline__ void store_rows(const Params & p, const Smem<DK, DV, NQ> & sm, int q0, int h, int b) {
+    for (int i = threadIdx.x; i < NQ * DV; i += THREADS) {
+        const int r = i / DV, d = i % DV, iq = q0 + r;
         if (iq >= p.n_q) {
             continue;
         }
         float o = 0.0f, l = 0.0f;
 #pragma unroll
-        for (int g = 0; g < Smem<D, NQ>::GROUPS; ++g) {
+        for (int g = 0; g < Cols<DV>::GROUPS; ++g) {
             o += sm.o[g][r][d];
             l += sm.l[g][r];
         }
@@ -113,8 +130,8 @@ __device__ __forceinline__ void store_rows(const Params & p, const Smem<D, NQ> &
             // l >= 1 once a key is attended (see flash_attn_mma.cu); 0: fully masked, zeros
             dst_row(p, iq, h, b)[d] = l > 0.0f ? __fdividef(o, l) : 0.0f;
         } else {
-            const int64_t row     = (int64_t) blockIdx.y * p.n_q * p.n_head * p.ne3 + part_row(p, iq, h, b);
-            p.part_o[row * D + d] = o;
+            const int64_t row      = (int64_t) blockIdx.y * p.n_q * p.n_head * p.ne3 + part_row(p, iq, h, b);
+            p.part_o[row * DV + d] = o;
             if (d == 0) {
                 p.part_ml[row] = make_float2(sm.m[r], l);
             }
@@ -151,12 +168,12 @@ __device__ __forceinline__ Place place_of(const Params & p, int nq, int n_qblock
 // Scores of this thread's key (kb + tid) for the NQ queries, the CTA's new running max m, and from
 // it the probabilities (into sm.p) and the factors alpha that shrink earlier sums. Every thread
 // derives the same m and alpha from the same shared values.
-template <int D, int NQ>
-__device__ __forceinline__ void scores_step(const Params & p, Smem<D, NQ> & sm, const Place & c, int kb, float (&m)[NQ],
-                                            float (&alpha)[NQ]) {
+template <int DK, int DV, int NQ>
+__device__ __forceinline__ void scores_step(const Params & p, Smem<DK, DV, NQ> & sm, const Place & c, int kb,
+                                            float (&m)[NQ], float (&alpha)[NQ]) {
     const int tid = threadIdx.x, warp = tid / 32, key = kb + tid;
     float     s[NQ];
-    dot_key<D, NQ>(p, c.kbase + (int64_t) (key < c.k_end ? key : c.k_begin) * p.k_nb[1], sm.q, s);
+    dot_key<DK, NQ>(p, c.kbase + (int64_t) (key < c.k_end ? key : c.k_begin) * p.k_nb[1], sm.q, s);
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
         s[i]             = finish_score(p, s[i], c.mrows, c.slope, c.q0 + i, key, c.k_end);
@@ -182,62 +199,85 @@ __device__ __forceinline__ void scores_step(const Params & p, Smem<D, NQ> & sm, 
     __syncthreads();
 }
 
-// O += P V over the step's keys for this thread's column pair; the key groups split the keys
-template <int D, int NQ>
-__device__ __forceinline__ void pv_step(const Params & p, const Smem<D, NQ> & sm, const Place & c, int kb,
-                                        const float (&alpha)[NQ], float (&acc)[NQ][2], float (&l)[NQ]) {
-    constexpr int PAIRS = Smem<D, NQ>::PAIRS, GROUPS = Smem<D, NQ>::GROUPS;
-    const int     pair = threadIdx.x % PAIRS, group = threadIdx.x / PAIRS;
+// O += P V over the step's keys for this thread's column pairs; the key groups split the keys
+template <int DK, int DV, int NQ>
+__device__ __forceinline__ void pv_step(const Params & p, const Smem<DK, DV, NQ> & sm, const Place & c, int kb,
+                                        const float (&alpha)[NQ], float2 (&acc)[NQ][Cols<DV>::NP], float (&l)[NQ]) {
+    using C         = Cols<DV>;
+    const int col   = threadIdx.x % C::TPG;
+    const int group = threadIdx.x / C::TPG;
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
-        acc[i][0] *= alpha[i];
-        acc[i][1] *= alpha[i];
+#pragma unroll
+        for (int e = 0; e < C::NP; ++e) {
+            acc[i][e].x *= alpha[i];
+            acc[i][e].y *= alpha[i];
+        }
         l[i] *= alpha[i];
     }
     const int n = min(BK, c.k_end - kb);
-    for (int j = group; j < n; j += GROUPS) {
-        const float2 v = load_v2(p, c.vbase + (int64_t) (kb + j) * p.v_nb[1], 2 * pair);
+    for (int j = group; j < n; j += C::GROUPS) {
+        const char * vrow = c.vbase + (int64_t) (kb + j) * p.v_nb[1];
+        float2       v[C::NP];
+#pragma unroll
+        for (int e = 0; e < C::NP; ++e) {
+            v[e] = load_v2(p, vrow, 2 * (col + e * C::TPG));
+        }
 #pragma unroll
         for (int i = 0; i < NQ; ++i) {
             const float pj = sm.p[i][j];
-            acc[i][0] += pj * v.x;
-            acc[i][1] += pj * v.y;
+#pragma unroll
+            for (int e = 0; e < C::NP; ++e) {
+                acc[i][e].x += pj * v[e].x;
+                acc[i][e].y += pj * v[e].y;
+            }
             l[i] += pj;
         }
     }
 }
 
-template <int D, int NQ>
+template <int DK, int DV, int NQ>
 __global__ void __launch_bounds__(THREADS) fa_vec_kernel(const Params p, const int n_qblocks) {
-    constexpr int PAIRS = Smem<D, NQ>::PAIRS, GROUPS = Smem<D, NQ>::GROUPS;
-    __shared__ __align__(16) Smem<D, NQ> sm;
-    const Place                          c = place_of(p, NQ, n_qblocks);
-    const int pair = threadIdx.x % PAIRS, group = threadIdx.x / PAIRS; // group == GROUPS: idle in P V
+    using C = Cols<DV>;
+    static_assert(sizeof(Smem<DK, DV, NQ>) <= 48 * 1024, "within the static shared memory of every target");
+    __shared__ __align__(16) Smem<DK, DV, NQ> sm;
+    const Place                               c     = place_of(p, NQ, n_qblocks);
+    const int                                 col   = threadIdx.x % C::TPG;
+    const int                                 group = threadIdx.x / C::TPG; // group == GROUPS: idle in P V
 
-    load_queries<D, NQ>(p, sm, c.q0, c.h, c.b);
-    float m[NQ], l[NQ], acc[NQ][2], alpha[NQ];
+    load_queries<DK, DV, NQ>(p, sm, c.q0, c.h, c.b);
+    float  m[NQ], l[NQ], alpha[NQ];
+    float2 acc[NQ][C::NP];
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
         m[i] = -INFINITY;
-        l[i] = acc[i][0] = acc[i][1] = 0.0f;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < C::NP; ++e) {
+            acc[i][e] = make_float2(0.0f, 0.0f);
+        }
     }
     __syncthreads();
     for (int kb = c.k_begin; kb < c.k_end; kb += BK) {
-        scores_step<D, NQ>(p, sm, c, kb, m, alpha);
-        if (group < GROUPS) {
-            pv_step<D, NQ>(p, sm, c, kb, alpha, acc, l);
+        scores_step<DK, DV, NQ>(p, sm, c, kb, m, alpha);
+        if (group < C::GROUPS) {
+            pv_step<DK, DV, NQ>(p, sm, c, kb, alpha, acc, l);
         }
         // the next step writes sm.red before its first barrier, which every thread reaches only
         // after reading this step's sm.red, and sm.p after that barrier, past this step's reads
     }
 
     // each key group's share of the sums, then the rows
-    if (group < GROUPS) {
+    if (group < C::GROUPS) {
 #pragma unroll
         for (int i = 0; i < NQ; ++i) {
-            sm.o[group][i][2 * pair]     = acc[i][0];
-            sm.o[group][i][2 * pair + 1] = acc[i][1];
-            if (pair == 0) {
+#pragma unroll
+            for (int e = 0; e < C::NP; ++e) {
+                const int d           = 2 * (col + e * C::TPG);
+                sm.o[group][i][d]     = acc[i][e].x;
+                sm.o[group][i][d + 1] = acc[i][e].y;
+            }
+            if (col == 0) {
                 sm.l[group][i] = l[i];
             }
         }
@@ -249,36 +289,42 @@ __global__ void __launch_bounds__(THREADS) fa_vec_kernel(const Params p, const i
         }
     }
     __syncthreads();
-    store_rows<D, NQ>(p, sm, c.q0, c.h, c.b);
+    store_rows<DK, DV, NQ>(p, sm, c.q0, c.h, c.b);
 }
 
-template <int D, int NQ>
+template <int DK, int DV, int NQ>
 bool launch_dq(const Params & p, int n_qblocks, cudaStream_t stream, int device) {
     const dim3 grid((unsigned) (n_qblocks * p.ne3), (unsigned) p.n_chunks, (unsigned) p.n_head);
-    gpu::launch(fa_vec_kernel<D, NQ>, grid, THREADS, 0, stream, p, n_qblocks);
+    gpu::launch(fa_vec_kernel<DK, DV, NQ>, grid, THREADS, 0, stream, p, n_qblocks);
     return WSP_CUDA_LAUNCH_OK(device);
 }
 
-template <int D>
+template <int DK, int DV = DK>
 bool launch_d(const Params & p, int nq, int n_qblocks, cudaStream_t stream, int device) {
     switch (nq) {
-        case 1: return launch_dq<D, 1>(p, n_qblocks, stream, device);
-        case 2: return launch_dq<D, 2>(p, n_qblocks, stream, device);
-        case 4: return launch_dq<D, 4>(p, n_qblocks, stream, device);
-        case 8: return launch_dq<D, 8>(p, n_qblocks, stream, device);
+        case 1: return launch_dq<DK, DV, 1>(p, n_qblocks, stream, device);
+        case 2: return launch_dq<DK, DV, 2>(p, n_qblocks, stream, device);
+        case 4: return launch_dq<DK, DV, 4>(p, n_qblocks, stream, device);
+        case 8: return launch_dq<DK, DV, 8>(p, n_qblocks, stream, device);
         default: return false;
     }
 }
 
 } // namespace
 
-bool launch_vec(const Params & p, int d, int nq_per_block, int n_qblocks, cudaStream_t stream, int device) {
-    switch (d) {
+// the cases of head_sizes_supported
+bool launch_vec(const Params & p, int dk, int dv, int nq_per_block, int n_qblocks, cudaStream_t stream, int device) {
+    if (dk != dv) {
+        return dk == 576 && dv == 512 && launch_d<576, 512>(p, nq_per_block, n_qblocks, stream, device);
+    }
+    switch (dk) {
         case 64: return launch_d<64>(p, nq_per_block, n_qblocks, stream, device);
         case 80: return launch_d<80>(p, nq_per_block, n_qblocks, stream, device);
         case 96: return launch_d<96>(p, nq_per_block, n_qblocks, stream, device);
         case 112: return launch_d<112>(p, nq_per_block, n_qblocks, stream, device);
         case 128: return launch_d<128>(p, nq_per_block, n_qblocks, stream, device);
+        case 192: return launch_d<192>(p, nq_per_block, n_qblocks, stream, device);
+        case 256: return launch_d<256>(p, nq_per_block, n_qblocks, stream, device);
         default: return false;
     }
 }

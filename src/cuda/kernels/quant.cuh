@@ -101,6 +101,20 @@ __device__ __forceinline__ float dequantize(const void * block, int j) {
     }
 }
 
+// element i of a row of blocks whose type, one of is_block_quant's, is known at run time: what
+// dequantize_row_elem does for these types, without the cases of the others, for kernels that
+// inline it in several places (flash attention's K and V reads)
+__device__ __forceinline__ float dequantize_block_row_elem(int type, const char * row, int64_t i) {
+    const int j = (int) (i % QK);
+    switch (type) {
+        case WSP_GGML_TYPE_Q4_0: return dequantize_q4_0(reinterpret_cast<const block_q4_0 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q4_1: return dequantize_q4_1(reinterpret_cast<const block_q4_1 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q5_0: return dequantize_q5_0(reinterpret_cast<const block_q5_0 *>(row) + i / QK, j);
+        case WSP_GGML_TYPE_Q5_1: return dequantize_q5_1(reinterpret_cast<const block_q5_1 *>(row) + i / QK, j);
+        default: return dequantize_q8_0(reinterpret_cast<const block_q8_0 *>(row) + i / QK, j);
+    }
+}
+
 // ---- the K-quants (super-blocks of QK_K = 256): element j of one block, bit for bit the CPU's
 // to_float (src/core/quants_k.cpp: the same products, rounded as written)
 
