@@ -1,7 +1,8 @@
 // FLASH_ATTN_EXT: out[Dv, n_head, n_q, ne3] = softmax(scale q.k (softcapped) + slope * mask) . v,
 // per (query, head), K/V broadcast over heads (GQA) and batches. Long F16 runs with heads up to 128
-// take the tensor-core kernel (flash_attn_mma.cu), the rest the FMA kernel (flash_attn_vec.cu). When the query blocks
-// cannot fill the device the keys are split into chunks and a combine kernel merges them.
+// take the tensor-core kernel (flash_attn_mma.cu), the rest the FMA kernel (flash_attn_vec.cu).
+// When the query blocks cannot fill the device the keys are split into chunks and a combine kernel
+// merges them.
 
 #include "flash_attn.cuh"
 #include "kernels.cuh"

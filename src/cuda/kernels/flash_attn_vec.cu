@@ -3,7 +3,8 @@
 // read once for all NQ queries), then a few output column pairs per thread for P.V with the keys
 // split among thread groups (Note [vec column layout]). It serves decode steps (few queries: the
 // split-KV chunks fill the device), every K/V type and layout (block-quantized K/V element by
-// element) and the heads above 128 (Note [big heads]); the tensor-core kernel takes the long F16 runs.
+// element) and the heads above 128 (Note [big heads]); the tensor-core kernel takes the long F16
+// runs.
 
 #include "flash_attn.cuh"
 
