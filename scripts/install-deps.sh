@@ -2,9 +2,9 @@
 # Installs what the build and the tests need from Debian/Ubuntu's packages, only what is missing:
 #   scripts/install-deps.sh            the build and the test suites
 #   scripts/install-deps.sh client     also espeak-ng, the ffmpeg tool (it encodes the audio tests'
-#                                      files), Slurm and munge (a one-machine cluster) and a
-#                                      downloader (curl, unless npm is on the PATH already) for the
-#                                      real-client tests
+#                                      files), Slurm and munge (a one-machine cluster), Node.js
+#                                      (where there is none) and a downloader (curl, unless npm is
+#                                      on the PATH already) for the real-client tests
 #   scripts/install-deps.sh hip        also the HIP toolchain (preset hip)
 #   scripts/install-deps.sh all        all of these
 # As root it runs apt-get itself; as another user through sudo (it says so where there is none).
@@ -53,6 +53,7 @@ for g in "${groups[@]}"; do
                 want_pkg "$p"
             done
             want_cmd python3 python3 # the model download test's local HTTP server
+            want_cmd node nodejs     # OpenAI's Node.js client against the server (scripts/fetch-openai.sh)
             if ! command -v npm >/dev/null && ! command -v curl >/dev/null; then
                 need+=(curl ca-certificates)
             fi

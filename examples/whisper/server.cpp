@@ -183,10 +183,11 @@ private:
     }
 
     Result run(Job & job) {
-        Result r;
-        if (job.abort || Clock::now() >= job.deadline) {
-            r.status = job.abort ? 503 : 504;
-            r.error  = job.abort ? "the server is stopping" : "timed out waiting in the queue";
+        Result     r;
+        const bool late = Clock::now() >= job.deadline;
+        if (late || job.abort) {
+            r.status = late ? 504 : 503;
+            r.error  = late ? "timed out waiting in the queue" : "the server is stopping";
             return r;
         }
         // whisper.cpp polls this between its steps: past the deadline or stopping, it gives up
@@ -196,9 +197,9 @@ private:
         };
         const whisper_full_params p = full_params(job.decoding, abort, &job);
         if (whisper_full(ctx_, p, job.pcm.data(), int(job.pcm.size())) != 0) {
-            r.status = job.abort ? 503 : Clock::now() >= job.deadline ? 504 : 500;
-            r.error  = r.status == 503   ? "the server is stopping"
-                       : r.status == 504 ? "timed out while transcribing"
+            r.status = Clock::now() >= job.deadline ? 504 : job.abort ? 503 : 500;
+            r.error  = r.status == 504   ? "timed out while transcribing"
+                       : r.status == 503 ? "the server is stopping"
                                          : "whisper.cpp failed to transcribe";
             return r;
         }
@@ -464,11 +465,8 @@ private:
             error_reply(s, 429, "the queue is full: try again shortly", "", "rate_limit_exceeded");
             return;
         }
-        // the engine answers every job it took: by the deadline, or aborting it then
-        if (done.wait_until(job->deadline + std::chrono::seconds(1)) != std::future_status::ready) {
-            job->abort = true;
-            done.wait();
-        }
+        // the engine answers every job it took: whisper.cpp gives up at the deadline by itself
+        done.wait();
         const Result r = done.get();
         if (!r.ok) {
             error_reply(s, r.status, r.error, "", "server_error");
