@@ -44,4 +44,5 @@ COPY --from=build /opt/wsp-ggml /opt/wsp-ggml
 COPY --from=build /src/wsp-ggml/build/whisper/whisper_check /src/wsp-ggml/build/whisper/whisper_transcribe \
      /src/wsp-ggml/build/whisper/whisper_audio /src/wsp-ggml/build/whisper/wsp-whisper-server /opt/wsp-ggml/bin/
 ENV PATH=/opt/wsp-ggml/bin:$PATH LD_LIBRARY_PATH=/opt/wsp-ggml/lib
+EXPOSE 8080
 CMD ["wsp-ggml-cli", "devices"]

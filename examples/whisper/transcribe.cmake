@@ -13,7 +13,8 @@ if (CLI11_FOUND AND nlohmann_json_FOUND AND FFMPEG_FOUND)
     add_library(whisper_audio_input STATIC "${CMAKE_CURRENT_LIST_DIR}/audio.cpp")
     target_link_libraries(whisper_audio_input PUBLIC PkgConfig::FFMPEG)
     add_executable(whisper_transcribe "${CMAKE_CURRENT_LIST_DIR}/transcribe.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp"
-                                      "${CMAKE_CURRENT_LIST_DIR}/manifest.cpp" "${CMAKE_CURRENT_LIST_DIR}/decoding.cpp")
+                                      "${CMAKE_CURRENT_LIST_DIR}/manifest.cpp" "${CMAKE_CURRENT_LIST_DIR}/decoding.cpp"
+                                      "${CMAKE_CURRENT_LIST_DIR}/workers.cpp")
     target_link_libraries(whisper_transcribe PRIVATE whisper whisper_audio_input CLI11::CLI11 nlohmann_json::nlohmann_json
                                                      Threads::Threads)
     add_executable(whisper_audio "${CMAKE_CURRENT_LIST_DIR}/whisper_audio.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp")
@@ -29,7 +30,7 @@ if (TARGET whisper_audio_input AND PkgConfig_FOUND)
 endif()
 if (TARGET whisper_audio_input AND HTTPLIB_FOUND)
     add_executable(wsp-whisper-server "${CMAKE_CURRENT_LIST_DIR}/server.cpp" "${CMAKE_CURRENT_LIST_DIR}/outputs.cpp"
-                                      "${CMAKE_CURRENT_LIST_DIR}/decoding.cpp")
+                                      "${CMAKE_CURRENT_LIST_DIR}/decoding.cpp" "${CMAKE_CURRENT_LIST_DIR}/workers.cpp")
     target_link_libraries(wsp-whisper-server PRIVATE whisper whisper_audio_input PkgConfig::HTTPLIB CLI11::CLI11
                                                      nlohmann_json::nlohmann_json Threads::Threads)
 else()

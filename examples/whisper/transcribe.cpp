@@ -14,15 +14,13 @@
 #include "manifest.h"
 #include "outputs.h"
 #include "whisper.h"
+#include "workers.h"
 
 #include <CLI/CLI.hpp>
 
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,8 +43,6 @@
 #include <thread>
 #include <vector>
 
-extern char ** environ;
-
 namespace wsp::transcribe {
 namespace {
 
@@ -59,19 +55,11 @@ using Clock  = std::chrono::steady_clock;
 // worker is waited for, and the summary says how many files were not started. The exit status is
 // 128 + the signal. A worker also ends when its parent does (PR_SET_PDEATHSIG), so even a parent
 // killed outright leaves none behind.
-std::atomic<int>   g_stop_signal{ 0 };
-constexpr size_t   MAX_WORKERS = 256;
-std::atomic<pid_t> g_worker_pids[MAX_WORKERS]; // 0: a free slot
-static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler reads these");
+std::atomic<int> g_stop_signal{ 0 };
 
 extern "C" void on_stop_signal(int sig) {
     g_stop_signal.store(sig);
-    for (auto & pid : g_worker_pids) {
-        const pid_t p = pid.load();
-        if (p > 0) {
-            kill(p, SIGTERM);
-        }
-    }
+    signal_workers(SIGTERM);
 }
 
 bool stopping() {
@@ -279,17 +267,6 @@ private:
 
 // ---- devices ----------------------------------------------------------------------------------
 
-std::vector<wsp_ggml_backend_dev_t> gpu_devices() {
-    std::vector<wsp_ggml_backend_dev_t> out;
-    for (size_t i = 0; i < wsp_ggml_backend_dev_count(); ++i) {
-        wsp_ggml_backend_dev_t dev = wsp_ggml_backend_dev_get(i);
-        if (wsp_ggml_backend_dev_type(dev) == WSP_GGML_BACKEND_DEVICE_TYPE_GPU) {
-            out.push_back(dev);
-        }
-    }
-    return out;
-}
-
 // a sim, or an all-GPU device over sims: what the sims' copy counter sees
 bool on_sims(wsp_ggml_backend_dev_t dev) {
     if (wsp_ggml_backend_dev_is_all_gpu(dev)) {
@@ -298,178 +275,6 @@ bool on_sims(wsp_ggml_backend_dev_t dev) {
     return dev != nullptr && wsp_ggml_backend_sim_reg() != nullptr &&
            wsp_ggml_backend_dev_backend_reg(dev) == wsp_ggml_backend_sim_reg();
 }
-
-std::vector<wsp_ggml_backend_dev_t> single_gpu_devices() {
-    auto devs = gpu_devices();
-    devs.erase(std::remove_if(devs.begin(), devs.end(), wsp_ggml_backend_dev_is_all_gpu), devs.end());
-    return devs;
-}
-
-// Note [per-device workers]
-// whisper.cpp 0.4.3 computes on the gpu_device-th GPU device (whisper_backend_init_gpu) but its
-// buffer-type list for the weights (make_buft_list) holds the FIRST GPU device's buffer type ahead
-// of the chosen one, and each weight takes the first buffer type that supports it: with
-// gpu_device >= 1 the weights land on GPU 0 while the graphs run on GPU k, which fails. Only the
-// first GPU device works, and the device order is fixed per process when the backend registry is
-// first used. So each device gets a worker process (posix_spawn of this program, which execs, so
-// no state of the parent's registry or threads is inherited) whose environment makes that device
-// the only GPU it sees, and whisper.cpp runs there, unchanged, with gpu_device = 0:
-//  - SIM k: WSP_GGML_SIM_DEVICES=1 and CUDA hidden; a sim is an emulated device with its own
-//    arena, so the worker's SIM0 is device k's stand-in (its own memory, streams and threads);
-//  - CUDA k / ROCm k: CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES = the k-th visible GPU, sims
-//    off; with WSP_GGML_CUDA_VIRTUAL_DEVICES (every virtual device on GPU 0) each worker gets GPU
-//    0 as a real device of its own.
-// The parent keeps the shared queue: a thread per worker writes one path to the worker's stdin,
-// reads its one result line back, and takes the next file, so files go to whichever context is
-// free. A worker refuses to start unless it sees exactly one GPU device.
-struct WorkerEnv {
-    std::string                                      reg;
-    std::vector<std::pair<std::string, std::string>> set;
-    std::vector<std::string>                         unset;
-};
-
-bool worker_env(wsp_ggml_backend_dev_t dev, WorkerEnv & env, std::string & error) {
-    const std::string reg  = wsp_ggml_backend_reg_name(wsp_ggml_backend_dev_backend_reg(dev));
-    const std::string name = wsp_ggml_backend_dev_name(dev);
-    env.reg                = reg;
-    const int index        = std::atoi(name.c_str() + std::min(name.size(), reg.size()));
-    if (reg == "SIM") {
-        env.set   = { { "WSP_GGML_SIM_DEVICES", "1" },
-                      { "CUDA_VISIBLE_DEVICES", "-1" },
-                      { "HIP_VISIBLE_DEVICES", "-1" } };
-        env.unset = { "WSP_GGML_CUDA_VIRTUAL_DEVICES", "WSP_GGML_ALL_GPUS" };
-        return true;
-    }
-    if (reg == "CUDA" || reg == "ROCm") {
-        const char * var = reg == "CUDA" ? "CUDA_VISIBLE_DEVICES" : "HIP_VISIBLE_DEVICES";
-        std::string  visible;
-        if (std::getenv("WSP_GGML_CUDA_VIRTUAL_DEVICES") != nullptr) {
-            visible = "0";
-        } else if (const char * cur = std::getenv(var); cur != nullptr && *cur != '\0') {
-            std::stringstream list(cur);
-            for (int i = 0; std::getline(list, visible, ',') && i < index; ++i) {
-            }
-        } else {
-            visible = std::to_string(index);
-        }
-        env.set   = { { var, visible } };
-        env.unset = { "WSP_GGML_SIM_DEVICES", "WSP_GGML_CUDA_VIRTUAL_DEVICES", "WSP_GGML_ALL_GPUS" };
-        return true;
-    }
-    error = "--per-device does not know how to give a process only " + name + " (reg " + reg + ")";
-    return false;
-}
-
-// A worker process: its pipes, its pid, and the device it stands for.
-class Worker {
-public:
-    explicit Worker(std::string device) : device_(std::move(device)) {}
-    Worker(const Worker &)             = delete;
-    Worker & operator=(const Worker &) = delete;
-    ~Worker() { stop(); }
-
-    bool start(const std::vector<std::string> & args, const WorkerEnv & env, std::string & error) {
-        int to_child[2], from_child[2];
-        // close-on-exec: a later worker must not hold this one's pipe ends, or this worker would
-        // never see the end of its input (dup2 onto 0 and 1 clears the flag for the child's copies)
-        if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
-            error = std::string("pipe: ") + std::strerror(errno);
-            return false;
-        }
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-        posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-        std::vector<std::string> envs;
-        for (char ** e = environ; *e != nullptr; ++e) {
-            const std::string kv(*e), key = kv.substr(0, kv.find('='));
-            const bool        replaced = std::find(env.unset.begin(), env.unset.end(), key) != env.unset.end() ||
-                                  std::any_of(env.set.begin(), env.set.end(), [&](auto & p) { return p.first == key; });
-            if (!replaced) {
-                envs.push_back(kv);
-            }
-        }
-        for (const auto & [k, v] : env.set) {
-            envs.push_back(k + "=" + v);
-        }
-        std::vector<char *> argv, envp;
-        for (const auto & a : args) {
-            argv.push_back(const_cast<char *>(a.c_str()));
-        }
-        argv.push_back(nullptr);
-        for (const auto & e : envs) {
-            envp.push_back(const_cast<char *>(e.c_str()));
-        }
-        envp.push_back(nullptr);
-        const int rc = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
-        posix_spawn_file_actions_destroy(&actions);
-        for (size_t i = 0; rc == 0 && slot_ < 0 && i < MAX_WORKERS; ++i) { // Note [stopping]
-            pid_t free_slot = 0;
-            if (g_worker_pids[i].compare_exchange_strong(free_slot, pid_)) {
-                slot_ = int(i);
-            }
-        }
-        if (rc == 0 && stopping()) { // the signal came while it started
-            kill(pid_, SIGTERM);
-        }
-        close(to_child[0]);
-        close(from_child[1]);
-        to_   = fdopen(to_child[1], "w");
-        from_ = fdopen(from_child[0], "r");
-        if (rc != 0) {
-            pid_  = -1;
-            error = std::string("posix_spawn: ") + std::strerror(rc);
-            return false;
-        }
-        return true;
-    }
-
-    // sends one path and reads its result line; false when the worker is gone
-    bool transcribe(const std::string & path, std::string & line) {
-        if (std::fprintf(to_, "%s\n", path.c_str()) < 0 || std::fflush(to_) != 0) {
-            return false;
-        }
-        line.clear();
-        char buf[4096];
-        while (std::fgets(buf, sizeof buf, from_) != nullptr) {
-            line += buf;
-            if (!line.empty() && line.back() == '\n') {
-                line.pop_back();
-                return true;
-            }
-        }
-        return false;
-    }
-
-    void stop() {
-        if (to_ != nullptr) {
-            std::fclose(to_);
-            to_ = nullptr;
-        }
-        if (from_ != nullptr) {
-            std::fclose(from_);
-            from_ = nullptr;
-        }
-        if (pid_ > 0) {
-            int status = 0;
-            waitpid(pid_, &status, 0);
-            pid_ = -1;
-        }
-        if (slot_ >= 0) {
-            g_worker_pids[slot_].store(0);
-            slot_ = -1;
-        }
-    }
-
-    const std::string & device() const { return device_; }
-
-private:
-    std::string device_;
-    pid_t       pid_  = -1;
-    int         slot_ = -1; // in g_worker_pids
-    FILE *      to_   = nullptr;
-    FILE *      from_ = nullptr;
-};
 
 // The worker's result line: "<ok> <audio_s> <wall_s> <moved>\t<error or warning>\t<json line>",
 // read back by the parent (the error, or for a file done the warning, without tabs or newlines;
@@ -729,15 +534,18 @@ std::vector<std::string> worker_args(const Options & o, const std::string & devi
 // one worker process per single GPU device, fed from one queue (Note [per-device workers])
 void run_per_device(const Options & o, const std::vector<std::string> & files,
                     const std::vector<wsp_ggml_backend_dev_t> & devs, Batch & batch) {
-    std::vector<std::unique_ptr<Worker>> workers;
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
     for (auto * dev : devs) {
         const std::string name = wsp_ggml_backend_dev_name(dev);
-        auto              w    = std::make_unique<Worker>(name);
+        auto              w    = std::make_unique<WorkerProcess>(name);
         WorkerEnv         env;
         std::string       error;
         if (!worker_env(dev, env, error) || !w->start(worker_args(o, name), env, error)) {
             std::fprintf(stderr, "whisper_transcribe: no worker for %s: %s\n", name.c_str(), error.c_str());
             continue;
+        }
+        if (stopping()) { // the signal came while it started (Note [stopping])
+            w->signal(SIGTERM);
         }
         workers.push_back(std::move(w));
     }
@@ -746,9 +554,11 @@ void run_per_device(const Options & o, const std::vector<std::string> & files,
     for (auto & w : workers) {
         threads.emplace_back([&, wp = w.get()] {
             for (size_t i; !stopping() && (i = next.fetch_add(1)) < files.size();) {
-                std::string line, json;
-                FileResult  r = failure(files[i], wp->device(), "");
-                if (wp->transcribe(files[i], line) && decode_result(line, r, json)) {
+                std::string       line, json;
+                FileResult        r       = failure(files[i], wp->device(), "");
+                const std::string request = files[i] + "\n"; // a path; its result line back
+                if (wp->write_all(request.data(), request.size()) && wp->read_line(line) == 1 &&
+                    decode_result(line, r, json)) {
                     r.file   = files[i];
                     r.device = wp->device();
                     batch.add(r, json);

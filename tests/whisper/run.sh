@@ -664,42 +664,50 @@ EOF
     echo "      requeued, merge: every file once with the one process's text; no daemon left"
 }
 
+# wsp-whisper-server's tests: the server there (else skipped); sets server, fixed (the options
+# every run has), server_pid (global: the exit trap kills a server a failed check left) and out
+server_setup() {
+    local work=$1 whisper_dir=$2
+    transcribe_setup "$work" "$whisper_dir"
+    server="$work/build/wsp-whisper-server"
+    [ -x "$server" ] || skip "wsp-whisper-server was not built (it needs cpp-httplib: scripts/install-deps.sh)"
+    command -v curl >/dev/null || skip "curl is not installed"
+    server_pid=
+    fixed=(--model "$work/model-tiny-f16.bin" --threads 1 --max-tokens 10 --no-fallback)
+    # shellcheck disable=SC2064 # the folder is named now
+    trap "[ -z \"\${server_pid:-}\" ] || kill \$server_pid 2>/dev/null; rm -rf '$out'" EXIT
+}
+
+# a server on a free port, ready: sets server_pid and url
+start_server() { # LOG ARGS...
+    local log=$1
+    shift
+    "$server" "${fixed[@]}" --port 0 "$@" >/dev/null 2>"$log" &
+    server_pid=$!
+    for _ in $(seq 300); do
+        ! grep -q "ready" "$log" || break
+        kill -0 $server_pid 2>/dev/null || { cat "$log"; echo "FAILED: the server exited"; exit 1; }
+        sleep 0.1
+    done
+    grep -q "ready" "$log" || { cat "$log"; echo "FAILED: the server is not ready in 30 s"; exit 1; }
+    url=http://127.0.0.1:$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+}
+
+stop_server() { # the exit status must be 0
+    local rc=0
+    kill -TERM "$server_pid"
+    wait "$server_pid" || rc=$?
+    server_pid=
+    [ $rc -eq 0 ] || { echo "FAILED: the server exited $rc after SIGTERM"; exit 1; }
+}
+
 # wsp-whisper-server (issue 36; Note [server requests] in examples/whisper/server.cpp), with curl
 server_test() {
     local work=$1 whisper_dir=$2
-    local out
-    transcribe_setup "$work" "$whisper_dir"
-    local server="$work/build/wsp-whisper-server"
-    [ -x "$server" ] || skip "wsp-whisper-server was not built (it needs cpp-httplib: scripts/install-deps.sh)"
-    command -v curl >/dev/null || skip "curl is not installed"
+    local out server fixed url
+    server_setup "$work" "$whisper_dir"
     command -v ffmpeg >/dev/null || skip "the ffmpeg tool is not installed (apt-get install ffmpeg): it makes a long file"
-    local model="$work/model-tiny-f16.bin" a="$work/batch/a.wav" url
-    server_pid= # global: the exit trap reads it
-    local fixed=(--model "$model" --threads 1 --max-tokens 10 --no-fallback)
-    # a failed check leaves no server behind
-    # shellcheck disable=SC2064 # the folder is named now
-    trap "[ -z \"\${server_pid:-}\" ] || kill \$server_pid 2>/dev/null; rm -rf '$out'" EXIT
-    # a server on a free port, ready: sets server_pid and url
-    start_server() { # LOG ARGS...
-        local log=$1
-        shift
-        "$server" "${fixed[@]}" --port 0 "$@" >/dev/null 2>"$log" &
-        server_pid=$!
-        for _ in $(seq 300); do
-            ! grep -q "ready" "$log" || break
-            kill -0 $server_pid 2>/dev/null || { cat "$log"; echo "FAILED: the server exited"; exit 1; }
-            sleep 0.1
-        done
-        grep -q "ready" "$log" || { cat "$log"; echo "FAILED: the server is not ready in 30 s"; exit 1; }
-        url=http://127.0.0.1:$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
-    }
-    stop_server() { # the exit status must be 0
-        local rc=0
-        kill -TERM "$server_pid"
-        wait "$server_pid" || rc=$?
-        server_pid=
-        [ $rc -eq 0 ] || { echo "FAILED: the server exited $rc after SIGTERM"; exit 1; }
-    }
+    local model="$work/model-tiny-f16.bin" a="$work/batch/a.wav"
     post() { # OUT FIELD... : the status on stdout
         local o=$1
         shift
@@ -843,6 +851,86 @@ PY_
     echo "      504 past the deadline, SIGTERM answers the request in flight and exits 0"
 }
 
+# wsp-whisper-server under load (tests/whisper/load.py) over 2 sims, a worker process each, with
+# a queue smaller than the concurrency: 300 requests at 16, each answered exactly once (200 with
+# the text one request alone gets, or 429), /metrics counting each once, no worker left after
+# SIGTERM; then again with a worker killed by SIGKILL in the middle: it is restarted, its request
+# retried on a worker and answered 200
+server_load() {
+    local work=$1 whisper_dir=$2
+    local out server fixed url
+    server_setup "$work" "$whisper_dir"
+    local a="$work/clip.wav" audio_s expect run
+    audio_s=$(python3 -c "import sys, wave; w = wave.open(sys.argv[1]); print(w.getnframes() / w.getframerate())" "$a")
+    for run in plain kill; do
+        WSP_GGML_SIM_DEVICES=2 WSP_GGML_ALL_GPUS=0 start_server "$out/$run.log" --per-device --queue 4
+        expect=$(curl -s -F file=@"$a" -F model=whisper-1 "$url/v1/audio/transcriptions" |
+            python3 -c "import json, sys; print(json.load(sys.stdin)['text'])")
+        local kill=()
+        [ $run = plain ] || kill=(--kill-worker "$server_pid" --kill-at 100)
+        python3 "$src_dir/tests/whisper/load.py" "$url" "$a" --requests 300 --concurrency 16 --audio-seconds "$audio_s" \
+            --expect-text "$expect" "${kill[@]}" >"$out/$run.json" || { cat "$out/$run.log"; echo "FAILED: load.py"; exit 1; }
+        curl -s "$url/metrics" >"$out/$run.metrics"
+        local workers
+        workers=$(pgrep -P "$server_pid" | tr '\n' ' ')
+        stop_server
+        echo "$run: $(cat "$out/$run.json")"
+        grep "restarting\|is back" "$out/$run.log" || true
+        python3 - "$out/$run.json" "$out/$run.metrics" $run <<'PY_' || { cat "$out/$run.log"; echo "FAILED: the load test ($run)"; exit 1; }
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+metrics = open(sys.argv[2]).read()
+run = sys.argv[3]
+assert r["answered_once"] == 300, f"{300 - r['answered_once']} requests not answered exactly once"
+assert set(r["status"]) <= {"200", "429"}, f"answers other than 200 and 429: {r['status']}"
+assert r["status"].get("200", 0) > 0 and r["status"].get("429", 0) > 0, f"not both 200 and 429: {r['status']}"
+assert r["wrong_text"] == 0, f"{r['wrong_text']} answers with another text"
+counted = sum(int(n) for n in re.findall(r'^wsp_whisper_requests_total\{status="\d+"\} (\d+)$', metrics, re.M))
+assert counted == 301, f"/metrics counts {counted} requests, not 301 (the load's and one alone)"
+restarts = sum(int(n) for n in re.findall(r'^wsp_whisper_worker_restarts_total\{device="SIM\d"\} (\d+)$', metrics, re.M))
+if run == "kill":
+    assert len(r["killed"]) == 1, "no worker was killed"
+    assert restarts == 1, f"{restarts} restarts, not 1"
+else:
+    assert restarts == 0, f"{restarts} restarts without a kill"
+PY_
+        local p
+        for p in $workers; do
+            ! kill -0 "$p" 2>/dev/null || { echo "FAILED: worker $p outlived the server"; exit 1; }
+        done
+        [ $run = plain ] || grep -q "killed by signal 9: restarting it; its request is tried again" "$out/$run.log" ||
+            { cat "$out/$run.log"; echo "FAILED: the server did not say it restarted the worker"; exit 1; }
+    done
+    echo "PASS: 300 requests at 16 over 2 sims with --queue 4, each answered once (200 with the same text or 429),"
+    echo "      /metrics counting each once, no worker left; a worker killed mid-run restarted, nothing lost"
+}
+
+# the load test's figures side by side (bench/server_load.sh): 300 requests at 16, --queue 8,
+# on 1, 2 and 4 sims, a worker process per device and one context on the all-GPU device
+server_bench() {
+    local work=$1 whisper_dir=$2
+    local out server fixed url
+    server_setup "$work" "$whisper_dir"
+    local a="$work/clip.wav" audio_s n mode
+    audio_s=$(python3 -c "import sys, wave; w = wave.open(sys.argv[1]); print(w.getnframes() / w.getframerate())" "$a")
+    printf '%-5s %-11s %6s %6s %8s %8s %8s %11s\n' sims placement 200s 429s req/s p50_s p95_s audio_s/s
+    for n in 1 2 4; do
+        for mode in per-device all-gpus; do
+            [ "$n" -gt 1 ] || [ $mode = per-device ] || continue
+            WSP_GGML_SIM_DEVICES=$n WSP_GGML_ALL_GPUS=0 start_server "$out/$n-$mode.log" --$mode --queue 8
+            python3 "$src_dir/tests/whisper/load.py" "$url" "$a" --requests 300 --concurrency 16 \
+                --audio-seconds "$audio_s" >"$out/r.json" || { cat "$out/$n-$mode.log"; echo "FAILED: load.py"; exit 1; }
+            stop_server
+            python3 - "$out/r.json" "$n" "$mode" <<'PY_'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]:<5} {sys.argv[3]:<11} {r['status'].get('200', 0):>6} {r['status'].get('429', 0):>6} "
+      f"{r['rps']:>8} {r['p50_s']:>8} {r['p95_s']:>8} {r['audio_s_per_s']:>11}")
+PY_
+        done
+    done
+}
+
 mode=${1:-}
 shift || true
 case $mode in
@@ -854,6 +942,8 @@ case $mode in
     transcribe-shards) transcribe_shards "$@" ;;
     transcribe-slurm) transcribe_slurm "$@" ;;
     server) server_test "$@" ;;
+    server-load) server_load "$@" ;;
+    server-bench) server_bench "$@" ;;
     peer) peer "$@" ;;
     *)
         echo "usage: $0 build BUILD_DIR WORK WHISPER_DIR | check|transcribe|peer WORK WHISPER_DIR ARGS..." >&2
