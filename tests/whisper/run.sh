@@ -901,8 +901,42 @@ PY_
         [ $run = plain ] || grep -q "killed by signal 9: restarting it; its request is tried again" "$out/$run.log" ||
             { cat "$out/$run.log"; echo "FAILED: the server did not say it restarted the worker"; exit 1; }
     done
+    # a request whose worker dies, and whose second worker dies too: 503; the server goes on
+    command -v ffmpeg >/dev/null || skip "the ffmpeg tool is not installed (apt-get install ffmpeg): it makes a long file"
+    step "$out/ffmpeg.log" ffmpeg -nostdin -loglevel error -y -stream_loop 99 -i "$a" -c:a flac "$out/long.flac"
+    WSP_GGML_SIM_DEVICES=1 WSP_GGML_ALL_GPUS=0 start_server "$out/twice.log" --per-device
+    busy() { # waits until the one worker has a request
+        for _ in $(seq 400); do
+            ! curl -s "$url/metrics" | grep -qxF 'wsp_whisper_busy_workers{device="SIM0"} 1' || return 0
+            sleep 0.05
+        done
+        cat "$out/twice.log"
+        echo "FAILED: the worker never took the request"
+        exit 1
+    }
+    curl -s -o "$out/twice.json" -w '%{http_code}' -F file=@"$out/long.flac" -F model=whisper-1 \
+        "$url/v1/audio/transcriptions" >"$out/twice.status" &
+    local request=$!
+    busy
+    pkill -KILL -P "$server_pid"
+    for _ in $(seq 200); do
+        ! grep -q "is tried again" "$out/twice.log" || break
+        sleep 0.05
+    done
+    busy
+    pkill -KILL -P "$server_pid"
+    wait "$request" || true
+    if [ "$(cat "$out/twice.status")" != 503 ] || ! grep -q "died twice" "$out/twice.json"; then
+        cat "$out/twice.log" "$out/twice.json"
+        echo "FAILED: a request whose workers died twice: $(cat "$out/twice.status"), not 503"
+        exit 1
+    fi
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -F file=@"$a" -F model=whisper-1 "$url/v1/audio/transcriptions")" = 200 ] ||
+        { cat "$out/twice.log"; echo "FAILED: no request served after the worker died twice"; exit 1; }
+    stop_server
     echo "PASS: 300 requests at 16 over 2 sims with --queue 4, each answered once (200 with the same text or 429),"
-    echo "      /metrics counting each once, no worker left; a worker killed mid-run restarted, nothing lost"
+    echo "      /metrics counting each once, no worker left; a worker killed mid-run restarted, nothing lost;"
+    echo "      a request whose workers died twice answered 503, the next one 200"
 }
 
 # the load test's figures side by side (bench/server_load.sh): 300 requests at 16, --queue 8,
