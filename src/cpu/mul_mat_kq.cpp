@@ -342,6 +342,32 @@ struct KQ6 : NoMins {
 #endif
 };
 
+#if WSP_MM_Q8_SIMD
+// corr[r] += d_y (d o sum_h s_h S_h + dmin sum_h m_h S_h) of super-block ib (Note [K-quant groups]),
+// 8 lanes
+template <class T, int R>
+inline void corrections(const typename T::Block & b, __m128i sc8, float d, const block_q8_K * const * x, int64_t ib,
+                        __m256 (&corr)[R]) {
+    if (T::off == 0 && !T::has_mins) {
+        return;
+    }
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i m16 = T::has_mins ? _mm256_cvtepi8_epi16(T::mins8(b)) : _mm256_setzero_si256();
+    const float   dm  = T::dmin(b);
+    for (int r = 0; r < R; ++r) {
+        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].bsums));
+        __m256        c    = _mm256_setzero_ps();
+        if (T::off != 0) {
+            c = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, s16)), _mm256_set1_ps(d * (float) T::off));
+        }
+        if (T::has_mins) {
+            c = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, m16)), _mm256_set1_ps(dm), c);
+        }
+        corr[r] = _mm256_fmadd_ps(c, _mm256_set1_ps(x[r][ib].d), corr[r]);
+    }
+}
+#endif
+
 // out[r] = dot of one weight row (nsb super-blocks) with the Q8_K rows x[r], r < R
 template <class T, int R>
 void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float * out) {
@@ -377,23 +403,7 @@ void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float
                 isum[r]         = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), sv));
             }
         }
-        if (T::off != 0 || T::has_mins) {
-            const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
-            const __m256i m16 = T::has_mins ? _mm256_cvtepi8_epi16(T::mins8(b)) : _mm256_setzero_si256();
-            const float   dm  = T::dmin(b);
-            for (int r = 0; r < R; ++r) {
-                const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].bsums));
-                __m256        c    = _mm256_setzero_ps();
-                if (T::off != 0) {
-                    c = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, s16)),
-                                      _mm256_set1_ps(d * (float) T::off));
-                }
-                if (T::has_mins) {
-                    c = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, m16)), _mm256_set1_ps(dm), c);
-                }
-                corr[r] = _mm256_fmadd_ps(c, _mm256_set1_ps(x[r][ib].d), corr[r]);
-            }
-        }
+        corrections<T, R>(b, sc8, d, x, ib, corr);
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * x[r][ib].d), acc[r]);
         }
@@ -474,23 +484,7 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
 #    endif
             }
         }
-        if (T::off != 0 || T::has_mins) {
-            const __m256i s16y = _mm256_cvtepi8_epi16(sc8);
-            const __m256i m16  = T::has_mins ? _mm256_cvtepi8_epi16(T::mins8(b)) : _mm256_setzero_si256();
-            const float   dm   = T::dmin(b);
-            for (int r = 0; r < R; ++r) {
-                const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].bsums));
-                __m256        c    = _mm256_setzero_ps();
-                if (T::off != 0) {
-                    c = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, s16y)),
-                                      _mm256_set1_ps(d * (float) T::off));
-                }
-                if (T::has_mins) {
-                    c = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, m16)), _mm256_set1_ps(dm), c);
-                }
-                corr[r] = _mm256_fmadd_ps(c, _mm256_set1_ps(x[r][ib].d), corr[r]);
-            }
-        }
+        corrections<T, R>(b, sc8, d, x, ib, corr);
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_set1_ps(d * x[r][ib].d), acc[r]);
         }

@@ -851,6 +851,10 @@ PY_
     echo "      504 past the deadline, SIGTERM answers the request in flight and exits 0"
 }
 
+wav_seconds() { # WAV: its length in seconds
+    python3 -c "import sys, wave; w = wave.open(sys.argv[1]); print(w.getnframes() / w.getframerate())" "$1"
+}
+
 # wsp-whisper-server under load (tests/whisper/load.py) over 2 sims, a worker process each, with
 # a queue smaller than the concurrency: 300 requests at 16, each answered exactly once (200 with
 # the text one request alone gets, or 429), /metrics counting each once, no worker left after
@@ -861,7 +865,7 @@ server_load() {
     local out server fixed url
     server_setup "$work" "$whisper_dir"
     local a="$work/clip.wav" audio_s expect run
-    audio_s=$(python3 -c "import sys, wave; w = wave.open(sys.argv[1]); print(w.getnframes() / w.getframerate())" "$a")
+    audio_s=$(wav_seconds "$a")
     for run in plain kill; do
         WSP_GGML_SIM_DEVICES=2 WSP_GGML_ALL_GPUS=0 start_server "$out/$run.log" --per-device --queue 4
         expect=$(curl -s -F file=@"$a" -F model=whisper-1 "$url/v1/audio/transcriptions" |
@@ -946,7 +950,7 @@ server_bench() {
     local out server fixed url
     server_setup "$work" "$whisper_dir"
     local a="$work/clip.wav" audio_s n mode
-    audio_s=$(python3 -c "import sys, wave; w = wave.open(sys.argv[1]); print(w.getnframes() / w.getframerate())" "$a")
+    audio_s=$(wav_seconds "$a")
     printf '%-5s %-11s %6s %6s %8s %8s %8s %11s\n' sims placement 200s 429s req/s p50_s p95_s audio_s/s
     for n in 1 2 4; do
         for mode in per-device all-gpus; do
