@@ -750,7 +750,7 @@ assert [(s["start"], s["end"]) for s in v["segments"]] == [(s["start"], s["end"]
 print("json, text, verbose_json: the transcriber's text, segments, times and tokens")
 PY_
     # OpenAI's own Node.js client: what it returns is what curl got
-    local openai="$src_dir/.third_party/openai-node/node_modules/openai" n_ok=6 n_bad=7 # the requests answered 200, 400
+    local openai="$src_dir/.third_party/openai-node/node_modules/openai" n_ok=6 n_bad=8 # the requests answered 200, 400
     if command -v node >/dev/null && [ -f "$openai/index.mjs" ]; then
         mkdir -p "$out/client"
         node "$src_dir/tests/whisper/openai_client.mjs" "$openai" "$url" "$a" "$work/batch/d.wav" "$out/client" ||
@@ -791,6 +791,8 @@ PY_
     expect_status "word timestamps" 400 "only 'segment'" file=@"$a" "timestamp_granularities[]=word"
     head -c 40 "$a" >"$out/cut.wav"
     expect_status "a cut WAV" 400 '"param":"file"' file=@"$out/cut.wav"
+    : >"$out/empty.wav"
+    expect_status "an empty file" 400 '"param":"file"' file=@"$out/empty.wav"
     expect_status "after them" 200 '"text"' file=@"$a"
     curl -s "$url/metrics" >"$out/metrics"
     local line
@@ -847,7 +849,7 @@ PY_
         exit 1
     fi
     grep -q "finishing what is in flight" "$out/server5.log" || { echo "FAILED: SIGTERM was not in flight"; exit 1; }
-    echo "PASS: every response format as whisper_transcribe writes it, 7 bad inputs 400, 413, 401, 429 under load,"
+    echo "PASS: every response format as whisper_transcribe writes it, 8 bad inputs 400, 413, 401, 429 under load,"
     echo "      504 past the deadline, SIGTERM answers the request in flight and exits 0"
 }
 
