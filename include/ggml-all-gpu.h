@@ -51,6 +51,20 @@ struct wsp_ggml_backend_all_gpu_traffic {
 WSP_GGML_BACKEND_API struct wsp_ggml_backend_all_gpu_traffic wsp_ggml_backend_all_gpu_get_traffic(
     wsp_ggml_backend_dev_t dev);
 
+// What each graph moved, graph by graph: after each graph the device's backends compute (queued on
+// the members, not necessarily done), cb is called on the computing thread with the caller's
+// graph (valid during the call) and the traffic of that graph alone (n_graphs 1 where it ran
+// tensor-parallel, 0 by the row split); the calls' sums are what get_traffic adds up. A client
+// that knows its graphs tells them apart by their ops (whisper_check: the conv front end, the
+// encoder, the cross K/V, a decoder step). NULL cb: no more calls. False (logged) for a dev that
+// is not an all-GPU device. Set it between graphs, not while one is being computed.
+typedef void (*wsp_ggml_backend_all_gpu_graph_cb)(const struct wsp_ggml_cgraph *                   graph,
+                                                  const struct wsp_ggml_backend_all_gpu_traffic * moved,
+                                                  void *                                          user_data);
+WSP_GGML_BACKEND_API bool wsp_ggml_backend_all_gpu_set_graph_callback(wsp_ggml_backend_dev_t           dev,
+                                                                      wsp_ggml_backend_all_gpu_graph_cb cb,
+                                                                      void *                            user_data);
+
 #ifdef __cplusplus
 }
 #endif

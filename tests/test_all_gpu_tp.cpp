@@ -32,7 +32,38 @@ struct Encoded {
     std::vector<float>               out;
     size_t                           moved = 0; // bytes between devices in the second evaluation
     wsp_ggml_backend_all_gpu_traffic tp{};      // the device's own count of it
+    // its graph callback's calls in the second evaluation: each graph's traffic, and its node count
+    std::vector<wsp_ggml_backend_all_gpu_traffic> per_graph;
+    std::vector<int>                              graph_nodes;
 };
+
+// the calls of wsp_ggml_backend_all_gpu_set_graph_callback's callback into an Encoded
+void record_graph(const wsp_ggml_cgraph * g, const wsp_ggml_backend_all_gpu_traffic * moved, void * ud) {
+    auto * run = static_cast<Encoded *>(ud);
+    run->per_graph.push_back(*moved);
+    run->graph_nodes.push_back(wsp_ggml_graph_n_nodes(const_cast<wsp_ggml_cgraph *>(g)));
+}
+
+// the sum of the per-graph records
+wsp_ggml_backend_all_gpu_traffic sum_of(const std::vector<wsp_ggml_backend_all_gpu_traffic> & per_graph) {
+    wsp_ggml_backend_all_gpu_traffic s{};
+    for (const auto & t : per_graph) {
+        s.all_reduce += t.all_reduce;
+        s.n_all_reduces += t.n_all_reduces;
+        s.sent += t.sent;
+        s.gathered += t.gathered;
+        s.n_graphs += t.n_graphs;
+    }
+    return s;
+}
+
+void expect_same_traffic(const wsp_ggml_backend_all_gpu_traffic & a, const wsp_ggml_backend_all_gpu_traffic & b) {
+    EXPECT_EQ(a.all_reduce, b.all_reduce);
+    EXPECT_EQ(a.n_all_reduces, b.n_all_reduces);
+    EXPECT_EQ(a.sent, b.sent);
+    EXPECT_EQ(a.gathered, b.gathered);
+    EXPECT_EQ(a.n_graphs, b.n_graphs);
+}
 
 // the encoder on the all-GPU device of n sims (scheduler [all-GPU, CPU], as a client runs it)
 Encoded encode_on_all_sims(const EncoderConfig & cfg, int n_sims) {
@@ -67,7 +98,9 @@ Encoded encode_on_all_sims(const EncoderConfig & cfg, int n_sims) {
     EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS); // makes the pieces
     const size_t before = wsp_ggml_backend_sim_bytes_copied();
     const auto   tp0    = wsp_ggml_backend_all_gpu_get_traffic(all);
+    EXPECT_TRUE(wsp_ggml_backend_all_gpu_set_graph_callback(all, record_graph, &run));
     EXPECT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
+    EXPECT_TRUE(wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr));
     run.moved      = wsp_ggml_backend_sim_bytes_copied() - before;
     const auto tp1 = wsp_ggml_backend_all_gpu_get_traffic(all);
     run.tp         = { tp1.all_reduce - tp0.all_reduce, tp1.n_all_reduces - tp0.n_all_reduces, tp1.sent - tp0.sent,
@@ -139,6 +172,10 @@ void expect_tensor_parallel(const EncoderConfig & cfg, int n_sims) {
     EXPECT_EQ(run.tp.all_reduce, (size_t) (2 * cfg.n_layer) * 2 * (n_sims - 1) * act);
     EXPECT_EQ(run.tp.sent, (size_t) (n_sims - 1) * 2 * cfg.n_ctx * cfg.n_mels * sizeof(float));
     EXPECT_EQ(run.tp.gathered, 0u);
+    // graph by graph (the scheduler gives the device one split, the encoder but its input copy)
+    ASSERT_EQ(run.per_graph.size(), 1u);
+    EXPECT_GT(run.graph_nodes[0], 0);
+    expect_same_traffic(run.per_graph[0], run.tp);
 }
 
 TEST(AllGpuTensorParallel, TwoSimsSixHeads) {
@@ -171,6 +208,21 @@ TEST(AllGpuTensorParallel, RowSplitMovesMoreForTheSameResult) {
     const EncoderConfig cfg = small(96, 6);
     const Encoded       run = encode_on_all_sims(cfg, 2);
     EXPECT_GT(run.moved, 2 * expected_bytes(cfg, 2)) << "the row split gathers after every mat-mul";
+    // graph by graph: the row split's bytes, none of its graphs tensor-parallel
+    ASSERT_FALSE(run.per_graph.empty());
+    EXPECT_EQ(sum_of(run.per_graph).n_graphs, 0u);
+    EXPECT_GT(sum_of(run.per_graph).gathered, 0u);
+    expect_same_traffic(sum_of(run.per_graph), run.tp);
+}
+
+TEST(AllGpuTensorParallel, GraphCallbackOnlyOnAllGpuDevices) {
+    LogCapture log;
+    ASSERT_NE(wsp_ggml_backend_sim_register(2, 512), nullptr);
+    wsp_ggml_backend_dev_t sim0 = wsp_ggml_backend_dev_by_name("SIM0");
+    ASSERT_NE(sim0, nullptr);
+    EXPECT_FALSE(wsp_ggml_backend_all_gpu_set_graph_callback(sim0, record_graph, nullptr));
+    EXPECT_TRUE(log.contains("SIM0 is not an all-GPU device; no callback was set")) << log.text();
+    EXPECT_FALSE(wsp_ggml_backend_all_gpu_set_graph_callback(nullptr, record_graph, nullptr));
 }
 
 } // namespace

@@ -185,6 +185,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// the kinds of graph whisper.cpp runs (Note [graph kinds])
+enum GraphKind { KIND_CONV, KIND_ENCODER, KIND_CROSS, KIND_DECODE, KIND_OTHER, N_KINDS };
+constexpr const char * KIND_NAMES[N_KINDS] = { "conv", "encoder", "cross", "decode", "other" };
+
 // What one context computed: the logits after each teacher-forced step and the greedy tokens.
 struct RunResult {
     std::vector<std::vector<float>> logits;
@@ -194,6 +198,10 @@ struct RunResult {
     std::string                     gpu_backend; // what whisper.cpp said it initialised, "" for none
     int                             n_audio_ctx = 0;
     size_t tp_encode_graphs = 0, tp_decode_graphs = 0, steps = 0; // graphs the all-GPU device ran tensor-parallel
+    // Note [graph kinds]: the graphs of the measured encode and steps by kind, and whether their
+    // bytes add up to the device's count
+    size_t kind_graphs[N_KINDS] = {};
+    bool   kinds_ok             = true;
     // what the device was asked to do (Note [steady step]): the repeated encode, each decode step of
     // one token, each batched step
     wsp_ggml_backend_counters              encode{};
@@ -319,6 +327,93 @@ void print_traffic(const char * what, const wsp_ggml_backend_all_gpu_traffic & f
                 steps == 1 ? "encode" : "decode step");
 }
 
+// Note [graph kinds]: what each graph whisper.cpp gives the all-GPU device moved
+// (wsp_ggml_backend_all_gpu_set_graph_callback), by kind. A decode is one graph, a decoder step;
+// an encode is three: the conv front end (im2col or a convolution), the encoder (attention) and
+// the cross K/V (mat-muls of the encoder's output into the cross cache, no attention). The kind
+// is told by the call being measured and the graph's ops; a graph that is none of them is
+// "other" (a split of the scheduler's, where it cuts a graph).
+
+struct KindTraffic {
+    size_t                           graphs = 0;
+    size_t                           bytes  = 0; // all-reduced, sent and gathered
+    wsp_ggml_backend_all_gpu_traffic t{};
+};
+
+struct GraphTraffic {
+    enum { NONE, ENCODE, DECODE } phase = NONE; // the whisper.cpp call measured now
+    KindTraffic kinds[N_KINDS];
+};
+
+GraphKind kind_of(const wsp_ggml_cgraph * g, bool encoding) {
+    bool conv = false, attention = false, mul_mat = false, rows = false;
+    for (int i = 0; i < wsp_ggml_graph_n_nodes(const_cast<wsp_ggml_cgraph *>(g)); ++i) {
+        switch (wsp_ggml_graph_node(const_cast<wsp_ggml_cgraph *>(g), i)->op) {
+            case WSP_GGML_OP_IM2COL:
+            case WSP_GGML_OP_CONV_TRANSPOSE_1D: conv = true; break;
+            case WSP_GGML_OP_SOFT_MAX:
+            case WSP_GGML_OP_FLASH_ATTN_EXT: attention = true; break;
+            case WSP_GGML_OP_MUL_MAT: mul_mat = true; break;
+            case WSP_GGML_OP_GET_ROWS: rows = true; break;
+            default: break;
+        }
+    }
+    if (!encoding) {
+        return attention && rows ? KIND_DECODE : KIND_OTHER; // the token and position rows, self and cross attention
+    }
+    if (conv) {
+        return KIND_CONV;
+    }
+    if (attention) {
+        return KIND_ENCODER;
+    }
+    return mul_mat ? KIND_CROSS : KIND_OTHER;
+}
+
+void record_graph(const wsp_ggml_cgraph * g, const wsp_ggml_backend_all_gpu_traffic * moved, void * ud) {
+    auto * gt = static_cast<GraphTraffic *>(ud);
+    if (gt->phase == GraphTraffic::NONE) {
+        return;
+    }
+    KindTraffic & k = gt->kinds[kind_of(g, gt->phase == GraphTraffic::ENCODE)];
+    ++k.graphs;
+    k.bytes += moved->all_reduce + moved->sent + moved->gathered;
+    k.t.all_reduce += moved->all_reduce;
+    k.t.n_all_reduces += moved->n_all_reduces;
+    k.t.sent += moved->sent;
+    k.t.gathered += moved->gathered;
+    k.t.n_graphs += moved->n_graphs;
+}
+
+// the bytes by graph kind (per encode, and per decode step over `steps`); false where the kinds'
+// sum is not the device's own count of the same calls
+bool print_graph_kinds(const GraphTraffic & gt, const wsp_ggml_backend_all_gpu_traffic & total, size_t steps) {
+    std::printf("moved by graph kind:");
+    wsp_ggml_backend_all_gpu_traffic sum{};
+    for (int k = 0; k < N_KINDS; ++k) {
+        const KindTraffic & kt  = gt.kinds[k];
+        const double        per = k == KIND_DECODE ? (double) steps : 1.0;
+        sum.all_reduce += kt.t.all_reduce;
+        sum.n_all_reduces += kt.t.n_all_reduces;
+        sum.sent += kt.t.sent;
+        sum.gathered += kt.t.gathered;
+        sum.n_graphs += kt.t.n_graphs;
+        if (kt.graphs == 0 && k == KIND_OTHER) {
+            continue;
+        }
+        std::printf("%s %s %.1f KiB%s (%zu graph%s, %zu tensor-parallel; all-reduced %.1f, sent %.1f, gathered %.1f)",
+                    k > 0 ? ";" : "", KIND_NAMES[k], (double) kt.bytes / 1024.0 / per,
+                    k == KIND_DECODE ? " per step" : "", kt.graphs, kt.graphs == 1 ? "" : "s", kt.t.n_graphs,
+                    (double) kt.t.all_reduce / 1024.0 / per, (double) kt.t.sent / 1024.0 / per,
+                    (double) kt.t.gathered / 1024.0 / per);
+    }
+    const bool same = sum.all_reduce == total.all_reduce && sum.n_all_reduces == total.n_all_reduces &&
+                      sum.sent == total.sent && sum.gathered == total.gathered && sum.n_graphs == total.n_graphs;
+    std::printf("\nmoved by graph kind, summed: %s\n",
+                same ? "the device's count" : "FAIL (not the device's count of the same calls)");
+    return same;
+}
+
 // Batched decode steps (beam search and several decoders give whisper.cpp batches): a warm-up
 // batch, then batches at successive positions, as a sequence grows
 bool batched_steps(whisper_context * ctx, const std::vector<whisper_token> & seq, int threads,
@@ -366,10 +461,17 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
     const auto             before_enc = wsp_ggml_backend_all_gpu_get_traffic(all);
     const size_t           sim_enc    = wsp_ggml_backend_sim_bytes_copied();
     const auto             c_enc      = read_counters(dev);
+    GraphTraffic           by_kind; // Note [graph kinds]
+    if (all != nullptr) {
+        wsp_ggml_backend_all_gpu_set_graph_callback(all, record_graph, &by_kind);
+    }
+    by_kind.phase = GraphTraffic::ENCODE;
     if (whisper_encode(ctx, 0, threads) != 0) {
         std::fprintf(stderr, "whisper_check: whisper_encode failed\n");
+        wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr);
         return false;
     }
+    by_kind.phase           = GraphTraffic::DECODE;
     r.encode                = since(c_enc, read_counters(dev));
     const double ms_enc     = ms_since(t_enc);
     const auto   before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
@@ -380,6 +482,7 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         const auto c = read_counters(dev);
         if (whisper_decode(ctx, &seq[i], 1, int(i), threads) != 0) {
             std::fprintf(stderr, "whisper_check: whisper_decode failed at step %zu\n", i);
+            wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr);
             return false;
         }
         r.decode.push_back(since(c, read_counters(dev)));
@@ -394,13 +497,23 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
                     (double) (sim_dec - sim_enc) / 1024.0,
                     (double) (wsp_ggml_backend_sim_bytes_copied() - sim_dec) / 1024.0 / (double) seq.size());
     }
-    r.steps = seq.size();
+    r.steps       = seq.size();
+    by_kind.phase = GraphTraffic::NONE;
     if (all != nullptr) {
+        wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr);
+        const auto after   = wsp_ggml_backend_all_gpu_get_traffic(all);
         r.tp_encode_graphs = before_dec.n_graphs - before_enc.n_graphs;
-        r.tp_decode_graphs = wsp_ggml_backend_all_gpu_get_traffic(all).n_graphs - before_dec.n_graphs;
+        r.tp_decode_graphs = after.n_graphs - before_dec.n_graphs;
         print_traffic("encode", before_enc, before_dec, all, 1, whisper_model_n_audio_layer(ctx));
-        print_traffic("decode", before_dec, wsp_ggml_backend_all_gpu_get_traffic(all), all, seq.size(),
-                      whisper_model_n_text_layer(ctx));
+        print_traffic("decode", before_dec, after, all, seq.size(), whisper_model_n_text_layer(ctx));
+        const wsp_ggml_backend_all_gpu_traffic total{
+            after.all_reduce - before_enc.all_reduce, after.n_all_reduces - before_enc.n_all_reduces,
+            after.sent - before_enc.sent, after.gathered - before_enc.gathered, after.n_graphs - before_enc.n_graphs
+        };
+        r.kinds_ok = print_graph_kinds(by_kind, total, seq.size());
+        for (int k = 0; k < N_KINDS; ++k) {
+            r.kind_graphs[k] = by_kind.kinds[k].graphs;
+        }
     }
     return batched_steps(ctx, seq, threads, dev, r);
 }
@@ -610,7 +723,16 @@ int main(int argc, char ** argv) {
         const bool tp_ok = dev.tp_encode_graphs >= 2 && dev.tp_decode_graphs == dev.steps;
         std::printf("tensor parallel: %zu encode graphs, %zu of %zu decode steps: %s\n", dev.tp_encode_graphs,
                     dev.tp_decode_graphs, dev.steps, tp_ok ? "ok" : "FAIL (a graph fell back to the row split)");
-        ok = ok && tp_ok;
+        // Note [graph kinds]: an encode is one graph of each kind, a step one decode graph, and
+        // what they moved adds up to the device's count
+        const bool kinds_ok = dev.kinds_ok && dev.kind_graphs[KIND_CONV] == 1 && dev.kind_graphs[KIND_ENCODER] == 1 &&
+                              dev.kind_graphs[KIND_CROSS] == 1 && dev.kind_graphs[KIND_DECODE] == dev.steps &&
+                              dev.kind_graphs[KIND_OTHER] == 0;
+        std::printf("graph kinds: %zu conv, %zu encoder, %zu cross, %zu decode, %zu other: %s\n",
+                    dev.kind_graphs[KIND_CONV], dev.kind_graphs[KIND_ENCODER], dev.kind_graphs[KIND_CROSS],
+                    dev.kind_graphs[KIND_DECODE], dev.kind_graphs[KIND_OTHER],
+                    kinds_ok ? "ok" : "FAIL (expected one of each per encode, one decode graph per step)");
+        ok = ok && tp_ok && kinds_ok;
     }
     std::printf("SUMMARY: %s device=%s flash=%s steps=%zu max_nmse=%.3e tokens=%zu %s\n", ok ? "PASS" : "FAIL",
                 used.c_str(), o.flash ? "on" : "off", cpu.logits.size(), nmse.worst, cpu.tokens.size(),

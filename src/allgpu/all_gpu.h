@@ -90,6 +90,8 @@ struct Device {
     std::set<std::string>                                     said; // what the log was told once
     std::unordered_map<const wsp_ggml_tensor *, ShardedCache> caches;
     wsp_ggml_backend_all_gpu_traffic                          traffic{}; // guarded by mutex
+    wsp_ggml_backend_all_gpu_graph_cb graph_cb    = nullptr;             // with its user data, guarded by mutex
+    void *                            graph_cb_ud = nullptr;
     // bumped whenever a piece or a sharded cache goes or a cache is sharded anew: member graphs
     // built before read memory that may be gone (Note [kept member graphs] in runner.h)
     std::atomic<uint64_t> generation{ 0 };

@@ -201,12 +201,23 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
     }
     tp::Moved moved;
     status = c.runner->run(*built, moved);
-    std::lock_guard<std::recursive_mutex> lock(d.mutex);
-    d.traffic.all_reduce += moved.all_reduce;
-    d.traffic.n_all_reduces += moved.n_all_reduces;
-    d.traffic.sent += moved.sent;
-    d.traffic.gathered += moved.gathered;
-    d.traffic.n_graphs += tp::Runner::row_split(*built) ? 0 : 1;
+    const wsp_ggml_backend_all_gpu_traffic mine{ moved.all_reduce, moved.n_all_reduces, moved.sent, moved.gathered,
+                                                 tp::Runner::row_split(*built) ? size_t(0) : size_t(1) };
+    wsp_ggml_backend_all_gpu_graph_cb      cb = nullptr;
+    void *                                 ud = nullptr;
+    {
+        std::lock_guard<std::recursive_mutex> lock(d.mutex);
+        d.traffic.all_reduce += mine.all_reduce;
+        d.traffic.n_all_reduces += mine.n_all_reduces;
+        d.traffic.sent += mine.sent;
+        d.traffic.gathered += mine.gathered;
+        d.traffic.n_graphs += mine.n_graphs;
+        cb = d.graph_cb;
+        ud = d.graph_cb_ud;
+    }
+    if (cb != nullptr) { // outside the lock: it may ask the device anything
+        cb(g, &mine, ud);
+    }
     return status;
 }
 

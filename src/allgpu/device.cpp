@@ -312,6 +312,20 @@ wsp_ggml_backend_all_gpu_traffic wsp_ggml_backend_all_gpu_get_traffic(wsp_ggml_b
     return d.traffic;
 }
 
+bool wsp_ggml_backend_all_gpu_set_graph_callback(wsp_ggml_backend_dev_t dev, wsp_ggml_backend_all_gpu_graph_cb cb,
+                                                 void * user_data) {
+    if (!wsp_ggml_backend_dev_is_all_gpu(dev)) {
+        WSP_LOG_ERROR("%s: %s is not an all-GPU device; no callback was set\n", __func__,
+                      dev ? wsp_ggml_backend_dev_name(dev) : "NULL");
+        return false;
+    }
+    Device &                              d = wsp::allgpu::device_of(dev);
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    d.graph_cb    = cb;
+    d.graph_cb_ud = cb != nullptr ? user_data : nullptr;
+    return true;
+}
+
 bool wsp_ggml_backend_all_gpu_set_tensor_split(wsp_ggml_backend_dev_t dev, const float * shares) {
     if (!wsp_ggml_backend_dev_is_all_gpu(dev)) {
         WSP_LOG_ERROR("%s: %s is not an all-GPU device; no shares were set\n", __func__,
