@@ -96,6 +96,10 @@ struct KQ2 {
     static __m128i mins8(const Block & b) {
         return _mm_and_si128(_mm_srli_epi16(load128(b.scales), 4), _mm_set1_epi8(0xF));
     }
+    static void scales_mins8(const Block & b, __m128i & sc, __m128i & mn) {
+        sc = scales8(b);
+        mn = mins8(b);
+    }
     static float dmin(const Block & b) {
         return fp16_to_fp32(b.dmin);
     }
@@ -160,6 +164,10 @@ struct KQ3 : NoMins {
         aux[1]             = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
         return _mm_sub_epi8(load128(aux), _mm_set1_epi8(32));
     }
+    static void scales_mins8(const Block & b, __m128i & sc, __m128i & mn) {
+        sc = scales8(b);
+        mn = _mm_setzero_si128();
+    }
 #endif
     static void scales(const Block & b, KScales & k) {
         k.d    = fp16_to_fp32(b.d);
@@ -216,6 +224,9 @@ struct K4Base {
         __m128i sc, mn;
         k4_scales_mins(b.scales, sc, mn);
         return mn;
+    }
+    static void scales_mins8(const Block & b, __m128i & sc, __m128i & mn) { // one unpacking for both
+        k4_scales_mins(b.scales, sc, mn);
     }
     static float dmin(const Block & b) {
         return fp16_to_fp32(b.dmin);
@@ -294,6 +305,10 @@ struct KQ6 : NoMins {
     static __m128i scales8(const Block & b) {
         return load128(b.scales);
     }
+    static void scales_mins8(const Block & b, __m128i & sc, __m128i & mn) {
+        sc = scales8(b);
+        mn = _mm_setzero_si128();
+    }
 #endif
     static void scales(const Block & b, KScales & k) {
         k.d    = fp16_to_fp32(b.d);
@@ -346,13 +361,13 @@ struct KQ6 : NoMins {
 // corr[r] += d_y (d o sum_h s_h S_h + dmin sum_h m_h S_h) of super-block ib (Note [K-quant groups]),
 // 8 lanes
 template <class T, int R>
-inline void corrections(const typename T::Block & b, __m128i sc8, float d, const block_q8_K * const * x, int64_t ib,
-                        __m256 (&corr)[R]) {
+inline void corrections(const typename T::Block & b, __m128i sc8, __m128i mn8, float d, const block_q8_K * const * x,
+                        int64_t ib, __m256 (&corr)[R]) {
     if (T::off == 0 && !T::has_mins) {
         return;
     }
     const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
-    const __m256i m16 = T::has_mins ? _mm256_cvtepi8_epi16(T::mins8(b)) : _mm256_setzero_si256();
+    const __m256i m16 = T::has_mins ? _mm256_cvtepi8_epi16(mn8) : _mm256_setzero_si256();
     const float   dm  = T::dmin(b);
     for (int r = 0; r < R; ++r) {
         const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x[r][ib].bsums));
@@ -384,9 +399,10 @@ void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float
     for (int64_t ib = 0; ib < nsb; ++ib) {
         const typename T::Block & b = w[ib];
         _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
-        const __m128i sc8 = T::scales8(b);
-        const float   d   = fp16_to_fp32(b.d);
-        __m256i       isum[R];
+        __m128i sc8, mn8;
+        T::scales_mins8(b, sc8, mn8);
+        const float d = fp16_to_fp32(b.d);
+        __m256i     isum[R];
         for (int r = 0; r < R; ++r) {
             isum[r] = _mm256_setzero_si256();
         }
@@ -403,7 +419,7 @@ void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float
                 isum[r]         = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), sv));
             }
         }
-        corrections<T, R>(b, sc8, d, x, ib, corr);
+        corrections<T, R>(b, sc8, mn8, d, x, ib, corr);
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * x[r][ib].d), acc[r]);
         }
@@ -455,7 +471,8 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
     for (int64_t ib = 0; ib < nsb; ++ib) {
         const typename T::Block & b = w[ib];
         _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
-        const __m128i sc8 = T::scales8(b);
+        __m128i sc8, mn8;
+        T::scales_mins8(b, sc8, mn8);
         const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8)); // s_h in 16-bit lane h
         const float   d   = fp16_to_fp32(b.d);
         __m512i       isum[R];
@@ -484,7 +501,7 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
 #    endif
             }
         }
-        corrections<T, R>(b, sc8, d, x, ib, corr);
+        corrections<T, R>(b, sc8, mn8, d, x, ib, corr);
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_set1_ps(d * x[r][ib].d), acc[r]);
         }
