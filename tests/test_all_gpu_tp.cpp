@@ -511,3 +511,150 @@ TEST(AllGpuTensorParallel, OpsWithoutARuleReadTheirSourcesAllGathered) {
 
 } // namespace
 } // namespace wsp::test
+
+namespace wsp::test {
+namespace {
+
+// Note [grown shapes] (src/allgpu/reshape.cpp): a decoder's steps as whisper.cpp builds them
+// without flash attention, the cache read one position longer each step. One device's weights and
+// caches, and the graph of step t over them.
+struct DecoderLayer {
+    static constexpr int64_t  HD = 8, HEADS = 4, E = HD * HEADS, CTX = 40;
+    wsp_ggml_context *        wctx = nullptr;
+    wsp_ggml_tensor *         wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr, *kc = nullptr, *vc = nullptr;
+    wsp_ggml_backend_buffer_t wbuf = nullptr, cbuf = nullptr;
+
+    explicit DecoderLayer(wsp_ggml_backend_buffer_type_t buft) {
+        wctx                    = wsp_ggml_init({ 8 * wsp_ggml_tensor_overhead(), nullptr, true });
+        wsp_ggml_tensor ** ws[] = { &wq, &wk, &wv, &wo };
+        for (int i = 0; i < 4; ++i) {
+            *ws[i] = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, E, E);
+            wsp_ggml_set_name(*ws[i], ("w" + std::to_string(i)).c_str());
+        }
+        wbuf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
+        wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        for (int i = 0; i < 4; ++i) {
+            const std::vector<float> v = random_values((size_t) (E * E), 20 + i);
+            wsp_ggml_backend_tensor_set(*ws[i], v.data(), 0, v.size() * sizeof(float));
+        }
+        wsp_ggml_context * cctx = wsp_ggml_init({ 2 * wsp_ggml_tensor_overhead(), nullptr, true });
+        kc                      = wsp_ggml_new_tensor_1d(cctx, WSP_GGML_TYPE_F32, E * CTX);
+        vc                      = wsp_ggml_new_tensor_1d(cctx, WSP_GGML_TYPE_F32, E * CTX);
+        wsp_ggml_set_name(kc, "cache_k");
+        wsp_ggml_set_name(vc, "cache_v");
+        cbuf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(cctx, buft);
+        wsp_ggml_backend_buffer_clear(cbuf, 0);
+        cache_ctx = cctx;
+    }
+    ~DecoderLayer() {
+        wsp_ggml_backend_buffer_free(wbuf);
+        wsp_ggml_backend_buffer_free(cbuf);
+        wsp_ggml_free(wctx);
+        wsp_ggml_free(cache_ctx);
+    }
+
+    // step t: the token x at position t written into the caches, attention over positions 0..t
+    // (the mask an input of t + 1 zeros, as whisper.cpp's), the output projection
+    wsp_ggml_cgraph * step(wsp_ggml_context * ctx, int64_t t, wsp_ggml_tensor ** x, wsp_ggml_tensor ** mask,
+                           wsp_ggml_tensor ** out) const {
+        const int64_t n_kv = t + 1;
+        *x                 = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, 1);
+        *mask              = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, n_kv, 1);
+        wsp_ggml_set_input(*x);
+        wsp_ggml_set_input(*mask);
+        wsp_ggml_cgraph * g  = wsp_ggml_new_graph(ctx);
+        wsp_ggml_tensor * q  = wsp_ggml_mul_mat(ctx, wq, *x);
+        wsp_ggml_tensor * k  = wsp_ggml_mul_mat(ctx, wk, *x);
+        wsp_ggml_tensor * v  = wsp_ggml_transpose(ctx, wsp_ggml_reshape_2d(ctx, wsp_ggml_mul_mat(ctx, wv, *x), E, 1));
+        const size_t      es = sizeof(float);
+        wsp_ggml_build_forward_expand(g, wsp_ggml_cpy(ctx, k, wsp_ggml_view_1d(ctx, kc, E, (size_t) (t * E) * es)));
+        wsp_ggml_build_forward_expand(g,
+                                      wsp_ggml_cpy(ctx, v, wsp_ggml_view_2d(ctx, vc, 1, E, CTX * es, (size_t) t * es)));
+        wsp_ggml_tensor * Q   = wsp_ggml_permute(ctx, wsp_ggml_reshape_3d(ctx, q, HD, HEADS, 1), 0, 2, 1, 3);
+        wsp_ggml_tensor * K   = wsp_ggml_view_3d(ctx, kc, HD, n_kv, HEADS, E * es, HD * es, 0);
+        wsp_ggml_tensor * KQ  = wsp_ggml_soft_max_ext(ctx, wsp_ggml_mul_mat(ctx, K, Q), *mask, 0.35f, 0.0f);
+        wsp_ggml_tensor * V   = wsp_ggml_view_3d(ctx, vc, n_kv, HD, HEADS, CTX * es, CTX * HD * es, 0);
+        wsp_ggml_tensor * kqv = wsp_ggml_permute(ctx, wsp_ggml_mul_mat(ctx, V, KQ), 0, 2, 1, 3);
+        wsp_ggml_tensor * cur = wsp_ggml_cont_2d(ctx, kqv, E, 1);
+        *out                  = wsp_ggml_mul_mat(ctx, wo, cur);
+        wsp_ggml_set_output(*out);
+        wsp_ggml_build_forward_expand(g, *out);
+        return g;
+    }
+
+    wsp_ggml_context * cache_ctx = nullptr;
+};
+
+// 30 steps of a decoder layer on SIM_All (3 sims, 2 + 1 + 1 heads) and on the CPU, each step's
+// graph made anew in the same memory, after one step at the last position (as whisper.cpp's
+// encoder sizes the members' buffers before its decoder runs): once the second step has built
+// what it runs, every later step, its cache one position longer, reshapes that build and runs it
+// (no plan, no member graph, no allocation) and equals the CPU's
+TEST(AllGpuTensorParallel, GrowingCacheReadsKeepTheBuild) {
+    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    ASSERT_NE(all, nullptr);
+    const float shares[3] = { 2, 1, 1 };
+    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all, shares));
+    DecoderLayer             on_all(wsp_ggml_backend_dev_buffer_type(all));
+    DecoderLayer             on_cpu(wsp_ggml_backend_cpu_buffer_type());
+    wsp_ggml_backend_t       backend   = wsp_ggml_backend_dev_init(all, nullptr);
+    wsp_ggml_backend_t       cpu       = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t       cpu2      = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t       bs[2]     = { backend, cpu };
+    wsp_ggml_backend_sched_t sched     = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
+    wsp_ggml_backend_sched_t sched_cpu = wsp_ggml_backend_sched_new(&cpu2, nullptr, 1, 64, false, true);
+    std::vector<uint8_t>     meta(32 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead()), meta_cpu(meta.size());
+    LogCapture               log;
+    uint64_t                 built_after_warmup = 0, allocs_after_warmup = 0;
+    std::vector<int64_t>     steps = { 29 };
+    for (int64_t t = 0; t < 30; ++t) {
+        steps.push_back(t);
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const int64_t            t = steps[i];
+        std::vector<float>       got, want;
+        const std::vector<float> xv = random_values((size_t) DecoderLayer::E, 100 + (int) t);
+        const std::vector<float> zeros((size_t) (t + 1), 0.0f);
+        for (DecoderLayer * layer : { &on_all, &on_cpu }) {
+            const bool               dev = layer == &on_all;
+            wsp_ggml_context *       ctx = wsp_ggml_init({ meta.size(), (dev ? meta : meta_cpu).data(), true });
+            wsp_ggml_tensor *        x = nullptr, *mask = nullptr, *out = nullptr;
+            wsp_ggml_cgraph *        g = layer->step(ctx, t, &x, &mask, &out);
+            wsp_ggml_backend_sched_t s = dev ? sched : sched_cpu;
+            ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(s, g));
+            wsp_ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+            wsp_ggml_backend_tensor_set(mask, zeros.data(), 0, zeros.size() * sizeof(float));
+            const auto before = counters_of(all);
+            ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(s, g), WSP_GGML_STATUS_SUCCESS);
+            const auto after = counters_of(all);
+            if (dev && i >= 3) {
+                built_after_warmup += after.plans_built - before.plans_built;
+                allocs_after_warmup += after.device_allocs - before.device_allocs;
+            }
+            std::vector<float> & o = dev ? got : want;
+            o.resize((size_t) DecoderLayer::E);
+            wsp_ggml_backend_tensor_get(out, o.data(), 0, o.size() * sizeof(float));
+            wsp_ggml_backend_sched_reset(s);
+            wsp_ggml_free(ctx);
+        }
+        EXPECT_TRUE(all_close(got, std::vector<double>(want.begin(), want.end()), 1e-4, 1e-4, "step output"))
+            << "step " << t;
+    }
+    EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
+    EXPECT_EQ(built_after_warmup, 0u) << "a step after the second planned or built its member graphs";
+    EXPECT_EQ(allocs_after_warmup, 0u) << "a step after the second allocated device memory";
+    // the cache as each step wrote it, read back whole from the members' parts
+    std::vector<float> k_all((size_t) (DecoderLayer::E * DecoderLayer::CTX)), k_cpu(k_all.size());
+    wsp_ggml_backend_tensor_get(on_all.kc, k_all.data(), 0, k_all.size() * sizeof(float));
+    wsp_ggml_backend_tensor_get(on_cpu.kc, k_cpu.data(), 0, k_cpu.size() * sizeof(float));
+    EXPECT_TRUE(all_close(k_all, std::vector<double>(k_cpu.begin(), k_cpu.end()), 1e-5, 1e-5, "the K cache"));
+    wsp_ggml_backend_sched_free(sched);
+    wsp_ggml_backend_sched_free(sched_cpu);
+    wsp_ggml_backend_free(backend);
+    wsp_ggml_backend_free(cpu);
+    wsp_ggml_backend_free(cpu2);
+}
+
+} // namespace
+} // namespace wsp::test

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -189,6 +190,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 enum GraphKind { KIND_CONV, KIND_ENCODER, KIND_CROSS, KIND_DECODE, KIND_OTHER, N_KINDS };
 constexpr const char * KIND_NAMES[N_KINDS] = { "conv", "encoder", "cross", "decode", "other" };
 
+// the calling thread's CPU time, in microseconds
+double thread_cpu_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
 // What one context computed: the logits after each teacher-forced step and the greedy tokens.
 struct RunResult {
     std::vector<std::vector<float>> logits;
@@ -263,6 +271,11 @@ void print_counters(const char * device, const RunResult & r) {
                     steps == &r.decode ? "decode step of 1 token" : "batched decode step",
                     counter_ranges(*steps).c_str(), n, steps->size());
     }
+    std::string built; // Note [grown shapes] (src/allgpu/reshape.cpp): which steps were planned or built
+    for (const wsp_ggml_backend_counters & c : r.decode) {
+        built += (built.empty() ? "" : " ") + std::to_string(c.plans_built);
+    }
+    std::printf("counters %s, plans and member graphs built by decode step: %s\n", device, built.c_str());
 }
 
 // Note [steady step]'s figures; prints what fails
@@ -471,20 +484,23 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
         wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr);
         return false;
     }
-    by_kind.phase           = GraphTraffic::DECODE;
-    r.encode                = since(c_enc, read_counters(dev));
-    const double ms_enc     = ms_since(t_enc);
-    const auto   before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
-    const size_t sim_dec    = wsp_ggml_backend_sim_bytes_copied(); // sims count every copy
-    const auto   t_dec      = std::chrono::steady_clock::now();
-    const int    n_vocab    = whisper_n_vocab(ctx);
+    by_kind.phase                  = GraphTraffic::DECODE;
+    r.encode                       = since(c_enc, read_counters(dev));
+    const double        ms_enc     = ms_since(t_enc);
+    const auto          before_dec = wsp_ggml_backend_all_gpu_get_traffic(all);
+    const size_t        sim_dec    = wsp_ggml_backend_sim_bytes_copied(); // sims count every copy
+    const auto          t_dec      = std::chrono::steady_clock::now();
+    const int           n_vocab    = whisper_n_vocab(ctx);
+    std::vector<double> host_us; // the calling thread's CPU time per step (the sims compute on their own threads)
     for (size_t i = 0; i < seq.size(); ++i) {
-        const auto c = read_counters(dev);
+        const auto   c  = read_counters(dev);
+        const double h0 = thread_cpu_us();
         if (whisper_decode(ctx, &seq[i], 1, int(i), threads) != 0) {
             std::fprintf(stderr, "whisper_check: whisper_decode failed at step %zu\n", i);
             wsp_ggml_backend_all_gpu_set_graph_callback(all, nullptr, nullptr);
             return false;
         }
+        host_us.push_back(thread_cpu_us() - h0);
         r.decode.push_back(since(c, read_counters(dev)));
         const float * l = whisper_get_logits(ctx);
         r.logits.emplace_back(l, l + n_vocab);
@@ -492,6 +508,9 @@ bool teacher_forced(whisper_context * ctx, const std::vector<float> & pcm, const
     std::printf(
         "timing: encode (conv, encoder, cross K/V; after a warm-up) %.1f ms, decode %.2f ms per step over %zu steps\n",
         ms_enc, ms_since(t_dec) / (double) seq.size(), seq.size());
+    std::sort(host_us.begin(), host_us.end());
+    std::printf("host time: decode step median %.1f us of the calling thread's CPU time over %zu steps\n",
+                host_us.empty() ? 0.0 : host_us[host_us.size() / 2], host_us.size());
     if (wsp_ggml_backend_sim_bytes_copied() > sim_enc) {
         std::printf("moved (sims): %.1f KiB per encode, %.1f KiB per decode step, to, from and between the sims\n",
                     (double) (sim_dec - sim_enc) / 1024.0,
@@ -720,6 +739,15 @@ int main(int argc, char ** argv) {
     ok = ok && tokens_ok;
 
     if (o.expect_tp) { // the encoder and cross graphs (the conv graph has no mat-mul to shard) and every step
+        // Note [grown shapes]: from the third step on nothing is planned or built, padded cache or not
+        size_t planned = 0;
+        for (size_t i = 2; i < dev.decode.size(); ++i) {
+            planned += dev.decode[i].plans_built;
+        }
+        const bool kept_ok = planned == 0;
+        std::printf("plans and member graphs built after the second decode step: %zu: %s\n", planned,
+                    kept_ok ? "ok" : "FAIL (a step was planned or built anew)");
+        ok               = ok && kept_ok;
         const bool tp_ok = dev.tp_encode_graphs >= 2 && dev.tp_decode_graphs == dev.steps;
         std::printf("tensor parallel: %zu encode graphs, %zu of %zu decode steps: %s\n", dev.tp_encode_graphs,
                     dev.tp_decode_graphs, dev.steps, tp_ok ? "ok" : "FAIL (a graph fell back to the row split)");

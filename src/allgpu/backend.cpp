@@ -186,13 +186,22 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
         built = nullptr;
     }
     wsp_ggml_status status = WSP_GGML_STATUS_SUCCESS;
+    tp::GraphKey    alike;
+    if (built == nullptr) { // Note [grown shapes]: a build of a graph alike but for its shapes, reshaped
+        alike = tp::alike_key_of(g, d.tensor_split);
+        built = c.runner->reshaped(alike, key, g);
+        if (built != nullptr && !c.runner->follow(*built, g)) {
+            c.runner->drop(built);
+            built = nullptr;
+        }
+    }
     if (built == nullptr) {
         const tp::Plan plan = plan_of(c, g);
         ++d.counters.plans_built; // its member graphs count as the runner builds them
         if (plan.row_split) {
             unshard_for_row_split(b, g); // before the build: the pieces that go drop kept builds
         }
-        built = c.runner->add(std::move(key), g, plan, &status);
+        built = c.runner->add(std::move(key), std::move(alike), g, plan, &status);
         if (built == nullptr) {
             return status; // logged
         }

@@ -15,7 +15,7 @@ constexpr uint64_t NODE = uint64_t(1) << 63; // a source that is the graph's nod
 
 class KeyWriter {
 public:
-    explicit KeyWriter(GraphKey & k) : k_(k) {}
+    KeyWriter(GraphKey & k, bool shapes) : k_(k), shapes_(shapes) {}
 
     void put(uint64_t v) { k_.words.push_back(v); }
 
@@ -23,7 +23,7 @@ public:
 
     void put_shape(const wsp_ggml_tensor * t) {
         put((uint64_t) t->type | (uint64_t) t->flags << 32);
-        for (int d = 0; d < WSP_GGML_MAX_DIMS; ++d) {
+        for (int d = 0; d < WSP_GGML_MAX_DIMS && shapes_; ++d) {
             put((uint64_t) t->ne[d]);
             put((uint64_t) t->nb[d]);
         }
@@ -48,7 +48,9 @@ public:
         put_ptr(s);
         if (outside_.emplace(s, (int) outside_.size()).second) {
             put_shape(s);
-            put_memory(s);
+            if (shapes_) {
+                put_memory(s);
+            }
             put_ptr(s->view_src);
         }
     }
@@ -59,14 +61,13 @@ public:
 
 private:
     GraphKey &                                       k_;
+    bool                                             shapes_;
     std::unordered_map<const wsp_ggml_tensor *, int> nodes_, outside_;
 };
 
-} // namespace
-
-GraphKey key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportions) {
+GraphKey key_with(const wsp_ggml_cgraph * g, const std::vector<float> & proportions, bool shapes) {
     GraphKey  k;
-    KeyWriter w(k);
+    KeyWriter w(k, shapes);
     k.words.reserve((size_t) g->n_nodes * 40 + proportions.size() + 1);
     w.put((uint64_t) g->n_nodes);
     for (float p : proportions) {
@@ -103,6 +104,16 @@ GraphKey key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportion
     }
     k.hash = h;
     return k;
+}
+
+} // namespace
+
+GraphKey key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportions) {
+    return key_with(g, proportions, true);
+}
+
+GraphKey alike_key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportions) {
+    return key_with(g, proportions, false);
 }
 
 } // namespace wsp::allgpu::tp

@@ -25,4 +25,10 @@ struct GraphKey {
 
 GraphKey key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportions);
 
+// Note [grown shapes] in reshape.cpp: the key without the shapes and strides of the nodes and
+// outside tensors and without where outside tensors are: graphs that differ only in those (a
+// decoder step whose cache grew a position) are alike, and a build kept for one may follow the
+// other
+GraphKey alike_key_of(const wsp_ggml_cgraph * g, const std::vector<float> & proportions);
+
 } // namespace wsp::allgpu::tp

@@ -61,10 +61,12 @@ Runner::Build * Runner::find(const GraphKey & key) {
     return nullptr;
 }
 
-Runner::Build * Runner::add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status) {
+Runner::Build * Runner::add(GraphKey key, GraphKey alike, wsp_ggml_cgraph * g, const Plan & plan,
+                            wsp_ggml_status * status) {
     auto b       = std::make_unique<Build>();
     b->spare     = &spare_;
     b->key       = std::move(key);
+    b->alike     = std::move(alike);
     b->row_split = plan.row_split;
     b->once      = sighted_.count(b->key.hash) == 0;
     if (b->once) {

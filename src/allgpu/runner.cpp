@@ -7,6 +7,7 @@
 #include "all_gpu.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace wsp::allgpu::tp {
@@ -19,6 +20,8 @@ Runner::Runner(Device & device, std::vector<wsp_ggml_backend_t> members)
     }
     fast_all_reduce_ = reinterpret_cast<wsp_ggml_backend_all_reduce_t>(
         wsp_ggml_backend_reg_get_proc_address(device.member_reg, "wsp_ggml_backend_all_reduce"));
+    const char * reshape = std::getenv("WSP_GGML_ALL_GPU_RESHAPE");
+    reshape_on_          = reshape == nullptr || std::strcmp(reshape, "0") != 0;
 }
 
 Runner::~Runner() {
@@ -81,6 +84,7 @@ wsp_ggml_tensor * Runner::local_of(Building & at, int m, const wsp_ggml_tensor *
         lroot = wsp_ggml_new_tensor(pm.ctx, root->type, WSP_GGML_MAX_DIMS, root->ne);
         pm.inputs.emplace_back(at.local[0].count(root) ? at.local[0].at(root) : alias(at.b.members[0].ctx, root),
                                lroot);
+        pm.input_roots.push_back(root);
     }
     if (lroot == nullptr) {
         return nullptr;
@@ -279,6 +283,12 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
         if (mb.galloc == nullptr) {
             mb.galloc = wsp_ggml_gallocr_new(wsp_ggml_backend_get_default_buffer_type(mb.backend));
         }
+        for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(pm.ctx); t != nullptr;
+             t                   = wsp_ggml_get_next_tensor(pm.ctx, t)) {
+            if (t->data == nullptr && t->view_src == nullptr) {
+                pm.placed.push_back(t); // by the allocator (Note [grown shapes])
+            }
+        }
         const size_t had = mb.galloc != nullptr ? wsp_ggml_gallocr_get_buffer_size(mb.galloc, 0) : 0;
         if (mb.galloc == nullptr || !wsp_ggml_gallocr_alloc_graph(mb.galloc, pm.graph)) {
             WSP_LOG_ERROR("%s: cannot allocate the tensors of %s\n", device_.name.c_str(),
@@ -304,6 +314,7 @@ wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan)
     for (int i = 0; i < g->n_nodes; ++i) {
         b.seen.emplace_back(g->nodes[i]->data, g->nodes[i]->view_offs);
     }
+    remember_shapes(b, g, plan, at);
     return prepare_all_reduces(b);
 }
 

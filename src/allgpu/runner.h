@@ -61,7 +61,11 @@ public:
     Build * find(const GraphKey & key);
     // builds g's member graphs by plan (plan.ok(): tensor-parallel or the row split's) and keeps
     // them under key; NULL, with *status set (logged), where they cannot be built
-    Build * add(GraphKey key, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status);
+    Build * add(GraphKey key, GraphKey alike, wsp_ggml_cgraph * g, const Plan & plan, wsp_ggml_status * status);
+    // Note [grown shapes] (reshape.cpp): a build kept for a graph alike to g but for its shapes
+    // (alike: alike_key_of(g)), made to run g in place, without a plan or a member graph built;
+    // NULL where there is none or it cannot follow g's shapes (g is then planned and built)
+    Build * reshaped(const GraphKey & alike, GraphKey key, const wsp_ggml_cgraph * g);
     // the build runs by the row split (Note [row split plan] in plan.h)
     static bool row_split(const Build & b);
     // points a build at where g's nodes are (g has the build's key; Note [moved nodes] in
@@ -94,7 +98,9 @@ private:
     // the graph before it seen once; only a graph seen again is kept. A decoder whose every step
     // has new shapes (whisper.cpp's cache grows a position a step where it is not padded) then
     // builds each step in warm memory, as without a cache, and keeps none of them.
-    static constexpr size_t      SIGHTED = 4096;
+    // Note [grown shapes]: on unless WSP_GGML_ALL_GPU_RESHAPE=0 (for an A/B of the host time)
+    bool                         reshape_on_ = true;
+    static constexpr size_t      SIGHTED     = 4096;
     std::unordered_set<uint64_t> sighted_;
     // host memory for the builds' contexts: a build that goes hands its blocks on to the next one
     // made, whose tensors then land in pages touched before (a fresh block costs a page fault for
@@ -112,10 +118,13 @@ private:
     bool                              joined_     = true; // Note [joined members]
 
     // waits for every member's queued work (before a build it may read is freed or rebuilt)
-    void              wait_members();
-    void              drop_all();
-    wsp_ggml_status   build(Build & b, wsp_ggml_cgraph * g, const Plan & plan);
-    wsp_ggml_status   prepare_all_reduces(Build & b); // the boundaries' all-reduces, made once
+    void            wait_members();
+    void            drop_all();
+    wsp_ggml_status build(Build & b, wsp_ggml_cgraph * g, const Plan & plan);
+    wsp_ggml_status prepare_all_reduces(Build & b); // the boundaries' all-reduces, made once
+    // reshape.cpp: what a build records of g for Note [grown shapes], and the reshaping itself
+    void              remember_shapes(Build & b, const wsp_ggml_cgraph * g, const Plan & plan, Building & at);
+    bool              reshape(Build & b, const wsp_ggml_cgraph * g, bool * touched); // touched: b changed
     wsp_ggml_tensor * local_of(Building & at, int m, const wsp_ggml_tensor * t);
     wsp_ggml_tensor * take(Building & at, int m, const wsp_ggml_tensor * src, const Take & how);
     wsp_ggml_tensor * make_node(Building & at, int m, const wsp_ggml_tensor * n, const NodePlan & np);

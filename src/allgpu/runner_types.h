@@ -1,14 +1,16 @@
 #pragma once
 
-// The runner's own types (Note [kept member graphs] in runner.h), shared by its three rooms:
+// The runner's own types (Note [kept member graphs] in runner.h), shared by its four rooms:
 // runner.cpp builds a graph's member graphs and runs them, boundaries.cpp makes tensors whole
 // between segments (all-reduces, sends from the main member, all-gathers), kept.cpp keeps builds
-// across runs and follows a graph's nodes to where they are now. Internal to src/allgpu/.
+// across runs and follows a graph's nodes to where they are now, reshape.cpp follows a graph
+// alike but for its shapes (Note [grown shapes]). Internal to src/allgpu/.
 
 #include "runner.h"
 
 #include "../core/impl.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace wsp::allgpu::tp {
@@ -53,10 +55,13 @@ struct Runner::Build {
         wsp_ggml_context * ctx   = nullptr; // the member graph's tensors
         wsp_ggml_cgraph *  graph = nullptr;
         std::vector<int>   ends; // graph->n_nodes at each all-reduce, then at the end
-        // what the graph reads from outside: the main member's memory, its copy here
+        // what the graph reads from outside: the main member's memory, its copy here; and the
+        // outside root each mirrors
         std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> inputs;
-        Block                                                        ar_mem; // ar_ctx's memory
-        wsp_ggml_context * ar_ctx = nullptr; // the all-reduces' tensors and sums on this member
+        std::vector<const wsp_ggml_tensor *>                         input_roots;
+        std::vector<wsp_ggml_tensor *> placed; // the tensors the member's allocator placed (Note [grown shapes])
+        Block                          ar_mem; // ar_ctx's memory
+        wsp_ggml_context *             ar_ctx = nullptr; // the all-reduces' tensors and sums on this member
     };
     std::vector<PerMember>             members;
     std::vector<std::vector<Boundary>> boundaries; // per segment
@@ -95,6 +100,31 @@ struct Runner::Build {
     std::vector<Own>     own;
     std::vector<ViewAt>  views;
     std::vector<CacheAt> caches;
+
+    // Note [grown shapes] (reshape.cpp): what a graph alike but for its shapes needs to follow
+    // this build: the key without shapes, the nodes and outside tensors with the shapes they
+    // had, each node's state by the plan and whether its shape may change, and every member's
+    // local tensor of each (the nodes' are keyed by the graph's node tensors, which a graph
+    // alike must have at the same addresses)
+    struct Shape {
+        int64_t ne[WSP_GGML_MAX_DIMS];
+        size_t  nb[WSP_GGML_MAX_DIMS];
+        void *  data;
+        size_t  view_offs;
+        bool    operator==(const Shape & o) const {
+               return std::equal(ne, ne + WSP_GGML_MAX_DIMS, o.ne) && std::equal(nb, nb + WSP_GGML_MAX_DIMS, o.nb) &&
+                      data == o.data && view_offs == o.view_offs;
+        }
+    };
+    GraphKey                             alike;
+    std::vector<const wsp_ggml_tensor *> node_at;
+    std::vector<Shape>                   node_shape;
+    std::vector<State>                   node_out;
+    std::vector<uint8_t>                 node_fixed;
+    std::vector<int>                     node_cache; // its CacheAt, or -1
+    std::vector<const wsp_ggml_tensor *> sliced;     // read cut by a split reader (Take::SLICE): its shape is fixed
+    std::vector<std::pair<const wsp_ggml_tensor *, Shape>>                      outside;
+    std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>> local; // per member
 
     std::vector<Block> * spare = nullptr; // the runner's, where the blocks go back
 
