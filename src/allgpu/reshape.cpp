@@ -120,11 +120,12 @@ Runner::Build * Runner::reshaped(const GraphKey & alike, GraphKey key, const wsp
             continue;
         }
         bool touched = false;
-        if (!reshape(b, g, &touched)) { // g is planned and built
-            if (touched) {              // half made into g's shapes: it runs neither graph
+        if (!reshape(b, g, &touched)) {
+            if (touched) { // half made into g's shapes: it runs neither graph; g is planned and built
                 builds_.erase(it);
+                return nullptr;
             }
-            return nullptr;
+            continue; // as it was: another alike build may follow g (a batch of another size kept)
         }
         b.key  = std::move(key);
         b.once = false; // seen again, in another shape: kept
