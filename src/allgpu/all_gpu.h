@@ -7,9 +7,10 @@
 //    members' kernels, the scheduler's placement and the client's reads and writes work
 //    unchanged. It only watches writes to them (a weight written again drops its pieces).
 //  - Which weights spread is found from the graphs, not at allocation: a mat-mul whose weight
-//    (src0) is a whole matrix in a weights buffer of the main member is spread by the graph's
-//    plan, and each other member gets a piece of it (its rows or its columns by tensor_split),
-//    copied once; the main member reads its own rows in the weight itself. The weight stays whole
+//    (src0, or src1 in a convolution) is a whole matrix in a weights buffer of the main member
+//    (or all of a kernel read as one) is spread by the graph's plan, and each other member gets a
+//    piece of it (its rows or its columns by tensor_split), copied once; the main member reads
+//    its own rows in the weight itself (its columns are copied). The weight stays whole
 //    for its other readers (get_rows of an embedding, a view of a positional table), which an
 //    allocation-time guess from shapes cannot know.
 //  - Backend: plans each graph (Note [tensor parallelism], else Note [row split plan] in plan.h)
@@ -174,7 +175,8 @@ void free_piece(Piece & p);
 // the device's backend (backend.cpp)
 wsp_ggml_backend_t backend_init(Device & d);
 
-// a mat-mul weight the backend spreads: a whole matrix in a weights buffer of the main member
+// a mat-mul weight the backend spreads: a whole matrix in a weights buffer of the main member, or
+// a reshape of all of such a weight into a matrix (a convolution's kernel as its mat-mul reads it)
 bool spreadable(const Device & d, const wsp_ggml_tensor * w);
 
 } // namespace wsp::allgpu

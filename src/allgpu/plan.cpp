@@ -220,6 +220,7 @@ private:
     bool        rule_elementwise(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool        rule_norm(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool        rule_soft_max(wsp_ggml_tensor * n, State * in, NodePlan & np);
+    bool        rule_im2col(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool        no_rule(const wsp_ggml_tensor * n) {
                return fail("%s (%s) has no rule for a split source", n->name, wsp_ggml_op_name(n->op));
     }
@@ -372,6 +373,17 @@ bool Planner::visit_mul_mat(wsp_ggml_tensor * n, State * in, NodePlan & np) {
         }
         return fail("%s reads its input split along dimension %d", n->name, in[1].dim);
     }
+    if (gr_.spreadable(b) && in[0].kind == State::SPLIT && in[0].dim == 0) {
+        // a convolution's mat-mul (Note [split convolutions]): its columns [K*IC] split by input
+        // channels, the kernel's columns by the same ranges: PARTIAL terms
+        if (!need(in[0], wsp_ggml_blck_size(b->type))) {
+            return false;
+        }
+        np.take[1]  = Take{ Take::COLUMNS, 0, in[0].ranges };
+        np.out      = State{};
+        np.out.kind = State::PARTIAL;
+        return true;
+    }
     // two activations (attention): split on a batch dimension (heads), or rows of one
     const State &sa = in[0], &sb = in[1];
     if (sa.kind == State::REPL && sb.kind == State::REPL) {
@@ -479,6 +491,7 @@ Planner::Rule Planner::split_rule(wsp_ggml_op op) {
         case WSP_GGML_OP_NORM:
         case WSP_GGML_OP_RMS_NORM: return &Planner::rule_norm;
         case WSP_GGML_OP_SOFT_MAX: return &Planner::rule_soft_max;
+        case WSP_GGML_OP_IM2COL: return &Planner::rule_im2col;
         default: return nullptr;
     }
 }
@@ -536,6 +549,24 @@ bool Planner::rule_soft_max(wsp_ggml_tensor * n, State * in, NodePlan & np) {
         np.take[1] = slice(k, in[0].ranges);
         return mask->ne[k] == n->ne[k] || fail("%s: mask broadcast over a split dimension", n->name);
     }
+    return true;
+}
+
+// Note [split convolutions]: whisper's front end, conv_1d = im2col + a mat-mul whose weight is
+// src1, the kernel [K, IC, OC] read as [K*IC, OC]. The first convolution reads the whole mel and
+// takes the kernel's rows (output channels) by member: an origin split on dim 1. Bias and GELU
+// keep that split. The second convolution's im2col reads its input split by channels; its
+// columns are ordered ic*K + k, so channels [a, b) are columns [a*K, b*K): split on dim 0, K times
+// the ranges. Its mat-mul takes the kernel's columns by the same ranges and leaves PARTIAL terms,
+// all-reduced once. im2col reads only its kernel's shape (the runner gives each member a stand-in
+// of that shape, Runner::make_node), so no member holds a kernel whole.
+bool Planner::rule_im2col(wsp_ggml_tensor * n, State * in, NodePlan & np) {
+    if (in[1].kind != State::SPLIT || in[1].dim != 1 || get_op_param_i32(n, 6) != 0) {
+        return fail("%s: im2col split other than by the channels of a 1-D input", n->name);
+    }
+    np.out     = in[1];
+    np.out.dim = 0;
+    scale(np.out, n->src[0]->ne[0], 1); // channel c's columns: [c*K, (c+1)*K)
     return true;
 }
 
@@ -600,20 +631,36 @@ bool Planner::visit(int i, Plan & p) {
         np.out     = State{ State::SPLIT, 0, r, (int) origin_node_.size(), 1, 1 };
         origin_node_.push_back(i);
         p.n_origins++;
+    } else if (n->op == WSP_GGML_OP_MUL_MAT && gr_.spreadable(n->src[1]) && in[0].kind == State::REPL &&
+               in[1].kind == State::REPL) {
+        // the weight is src1 (Note [split convolutions]): its rows are the result's columns
+        bool fits = false;
+        units_.emplace(i, 1);
+        const Ranges r = spread(n->src[1]->ne[1], units_[i], gr_.proportions, &fits);
+        if (!fits) {
+            return fail("%s's rows do not reach every member in units of %lld", n->src[1]->name, (long long) units_[i]);
+        }
+        np.take[1] = Take{ Take::ROWS, 1, r };
+        np.out     = State{ State::SPLIT, 1, r, (int) origin_node_.size(), 1, 1 };
+        origin_node_.push_back(i);
+        p.n_origins++;
     } else if (n->op == WSP_GGML_OP_MUL_MAT) {
         ok = visit_mul_mat(n, in, np);
     } else if (!any_split) {
         np.out = State{}; // REPL from REPL sources, whatever the op
         for (int j = 0; j < WSP_GGML_MAX_SRC && !is_view_op(n->op); ++j) {
-            const wsp_ggml_tensor * t = n->src[j];
-            if (t != nullptr && is_weight(storage_of(t)) && wsp_ggml_nbytes(storage_of(t)) > 8 * wsp_ggml_nbytes(n)) {
+            const wsp_ggml_tensor * t          = n->src[j];
+            const bool              shape_only = n->op == WSP_GGML_OP_IM2COL && j == 0; // the kernel: its shape
+            if (t != nullptr && !shape_only && is_weight(storage_of(t)) &&
+                wsp_ggml_nbytes(storage_of(t)) > 8 * wsp_ggml_nbytes(n)) {
                 np.out.kind = State::MAIN; // a big table's few rows: sent, not the table copied
             }
         }
     } else {
         const Rule rule = split_rule(n->op);
         // attention's and binary ops' rules read every operand; the others a split first source
-        const bool every_operand = rule == &Planner::visit_flash_attn || rule == &Planner::visit_binary;
+        const bool every_operand =
+            rule == &Planner::visit_flash_attn || rule == &Planner::visit_binary || rule == &Planner::rule_im2col;
         if (rule == nullptr || (!every_operand && in[0].kind != State::SPLIT)) {
             gather_all(n, in, np); // Note [all-gathered sources]
         } else if (!(this->*rule)(n, in, np)) {
@@ -666,6 +713,23 @@ bool Planner::run(Plan & p) {
     for (int i = 0; i < gr_.g->n_nodes; ++i) {
         if (state_of(gr_.g->nodes[i]).kind == State::PARTIAL) {
             p.reduce_at_end.push_back(gr_.g->nodes[i]);
+        }
+    }
+    // a reshape of a weight that every reader takes in pieces (a kernel read as a matrix) is not
+    // made on the members: the main member's readers view the weight, the others read pieces
+    std::unordered_map<const wsp_ggml_tensor *, int> whole_reads;
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = gr_.g->nodes[i];
+        for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+            const Take::How how = p.nodes[(size_t) i].take[j].how;
+            whole_reads[n->src[j]] += how != Take::ROWS && how != Take::COLUMNS ? 1 : 0;
+        }
+    }
+    for (int i = 0; i < gr_.g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = gr_.g->nodes[i];
+        if (n->op == WSP_GGML_OP_RESHAPE && readers[n] > 0 && whole_reads[n] == 0 && outside(storage_of(n)) &&
+            is_weight(storage_of(n)) && !(n->flags & WSP_GGML_TENSOR_FLAG_OUTPUT)) {
+            p.nodes[(size_t) i].skip = true;
         }
     }
     return true;

@@ -14,7 +14,8 @@
 // spreadable and whose input is SPLIT on dim 0 (the weight's columns) takes the weight's columns
 // by the same ranges: its result is PARTIAL, and one all-reduce makes it REPL before its first
 // reader. So a whisper encoder layer moves two all-reduces of [n_state, n_tokens] and nothing
-// else (a decoder layer three: its cross-attention is a block of its own). A split result the
+// else (a decoder layer three: its cross-attention is a block of its own); its convolutions split
+// by channels (Note [split convolutions] in plan.cpp), one all-reduce. A split result the
 // graph gives out (its last node, an output) is gathered into the main member's memory; a node
 // that reads few rows of a big table (get_rows of an embedding) runs on the main member alone
 // (MAIN) and is sent to the others, so the table is not copied to every member.

@@ -5,6 +5,7 @@
 #include "runner_types.h"
 
 #include "all_gpu.h"
+#include "../core/impl.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -60,6 +61,20 @@ wsp_ggml_tensor * alias(wsp_ggml_context * ctx, const wsp_ggml_tensor * t) {
     a->buffer = t->buffer;
     wsp_ggml_set_name(a, t->name);
     return a;
+}
+
+// im2col's kernel as a member reads it (Note [split convolutions] in plan.cpp): im2col reads only
+// the kernel's widths (KW, and KH in 2-D), so a member gets a view of those widths over its own
+// input, whose bytes it holds anyway, and no copy of the kernel; NULL where the input is smaller
+wsp_ggml_tensor * kernel_shape(wsp_ggml_context * ctx, const wsp_ggml_tensor * n, wsp_ggml_tensor * input) {
+    const wsp_ggml_tensor * kernel = n->src[0];
+    const int64_t           kw = kernel->ne[0], kh = get_op_param_i32(n, 6) == 1 ? kernel->ne[1] : 1;
+    if ((size_t) (kw * kh) * input->nb[0] > wsp_ggml_nbytes(input)) {
+        return nullptr;
+    }
+    wsp_ggml_tensor * k = wsp_ggml_view_2d(ctx, input, kw, kh, (size_t) kw * input->nb[0], 0);
+    wsp_ggml_set_name(k, "im2col kernel shape");
+    return k;
 }
 
 } // namespace
@@ -152,8 +167,15 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
         return write ? copy : view;
     }
     wsp_ggml_tensor * src[WSP_GGML_MAX_SRC]{};
-    for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
+    const bool        im2col = n->op == WSP_GGML_OP_IM2COL;
+    for (int j = im2col ? 1 : 0; j < WSP_GGML_MAX_SRC; ++j) {
         if (n->src[j] != nullptr && (src[j] = take(at, m, n->src[j], np.take[j])) == nullptr) {
+            return nullptr;
+        }
+    }
+    if (im2col) { // Note [split convolutions]: the kernel's shape is all im2col reads of it
+        src[0] = kernel_shape(ctx, n, src[1]);
+        if (src[0] == nullptr && (src[0] = take(at, m, n->src[0], np.take[0])) == nullptr) {
             return nullptr;
         }
     }

@@ -11,10 +11,19 @@
 namespace wsp::allgpu {
 
 bool spreadable(const Device & d, const wsp_ggml_tensor * w) {
-    return w != nullptr && w->view_src == nullptr && w->op == WSP_GGML_OP_NONE && w->buffer != nullptr &&
-           wsp_ggml_backend_buffer_get_usage(w->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
-           wsp_ggml_backend_buffer_get_type(w->buffer) == wsp_ggml_backend_dev_buffer_type(d.main()) && w->ne[2] == 1 &&
-           w->ne[3] == 1 && w->ne[1] >= (int64_t) d.members.size() && wsp_ggml_is_contiguous(w);
+    if (w == nullptr || w->ne[2] != 1 || w->ne[3] != 1 || w->ne[1] < (int64_t) d.members.size() ||
+        !wsp_ggml_is_contiguous(w)) {
+        return false;
+    }
+    // the weight itself, or a reshape of all of it into a matrix (a convolution's kernel
+    // [K, IC, OC] read as [K*IC, OC]: its rows and columns are bytes of the weight too)
+    const wsp_ggml_tensor * r = storage_of(w);
+    const bool              whole_reshape =
+        w->view_src == nullptr || (w->op == WSP_GGML_OP_RESHAPE && w->src[0] == r && w->view_offs == 0 &&
+                                   wsp_ggml_nbytes(w) == wsp_ggml_nbytes(r) && wsp_ggml_is_contiguous(r));
+    return whole_reshape && r->op == WSP_GGML_OP_NONE && r->buffer != nullptr &&
+           wsp_ggml_backend_buffer_get_usage(r->buffer) == WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS &&
+           wsp_ggml_backend_buffer_get_type(r->buffer) == wsp_ggml_backend_dev_buffer_type(d.main());
 }
 
 void free_piece(Piece & p) {
@@ -24,15 +33,17 @@ void free_piece(Piece & p) {
 
 namespace {
 
-// the bytes of w's piece, read through the host: rows [b, e), columns [b, e) of every row, or all
+// the bytes of w's piece, read through the host from the weight w is all of (w's shape says
+// what its rows and columns are): rows [b, e), columns [b, e) of every row, or all
 bool piece_bytes(const wsp_ggml_tensor * w, PieceKind kind, int64_t b, int64_t e, std::vector<uint8_t> & out) {
+    const wsp_ggml_tensor * r = storage_of(w);
     if (kind == PieceKind::ROWS) {
         out.resize((size_t) (e - b) * w->nb[1]);
-        wsp_ggml_backend_tensor_get(w, out.data(), (size_t) b * w->nb[1], out.size());
+        wsp_ggml_backend_tensor_get(r, out.data(), (size_t) b * w->nb[1], out.size());
         return true;
     }
-    std::vector<uint8_t> all(wsp_ggml_nbytes(w));
-    wsp_ggml_backend_tensor_get(w, all.data(), 0, all.size());
+    std::vector<uint8_t> all(wsp_ggml_nbytes(r));
+    wsp_ggml_backend_tensor_get(r, all.data(), 0, all.size());
     if (kind == PieceKind::WHOLE) {
         out = std::move(all);
         return true;
@@ -57,30 +68,33 @@ const char * kind_name(PieceKind k) {
 
 wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind kind, int64_t begin, int64_t end) {
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    const auto                            key = std::make_tuple(w, m, kind, begin, end);
-    auto                                  it  = pieces.find(key);
+    // keyed by the weight itself: a reshape of all of it (spreadable) takes its pieces from there
+    const wsp_ggml_tensor * root                  = storage_of(w);
+    int64_t                 ne[WSP_GGML_MAX_DIMS] = { w->ne[0], w->ne[1], w->ne[2], w->ne[3] };
+    ne[kind == PieceKind::COLUMNS ? 0 : 1]        = kind == PieceKind::WHOLE ? w->ne[1] : end - begin;
+    const auto key                                = std::make_tuple(root, m, kind, begin, end);
+    auto       it                                 = pieces.find(key);
     if (it != pieces.end()) {
-        if (it->second.weight_data == w->data && it->second.tensor->type == w->type) {
+        if (it->second.weight_data == root->data && it->second.tensor->type == w->type &&
+            std::equal(ne, ne + WSP_GGML_MAX_DIMS, it->second.tensor->ne)) {
             race::checker().acquire(race::checker().host_agent(), it->second.made);
             return it->second.tensor;
         }
-        free_piece(it->second); // another tensor at that address now: made again
+        free_piece(it->second); // another tensor at that address now, or another reading: made again
         pieces.erase(it);
         ++generation;
     }
-    int64_t ne[WSP_GGML_MAX_DIMS]          = { w->ne[0], w->ne[1], w->ne[2], w->ne[3] };
-    ne[kind == PieceKind::COLUMNS ? 0 : 1] = kind == PieceKind::WHOLE ? w->ne[1] : end - begin;
     Piece                p;
     std::vector<uint8_t> bytes;
     p.ctx = wsp_ggml_init({ wsp_ggml_tensor_overhead(), nullptr, true });
     if (p.ctx != nullptr && piece_bytes(w, kind, begin, end, bytes)) {
         p.tensor = wsp_ggml_new_tensor(p.ctx, w->type, WSP_GGML_MAX_DIMS, ne);
-        wsp_ggml_format_name(p.tensor, "%s (%s %lld-%lld)", w->name, kind_name(kind), (long long) begin,
+        wsp_ggml_format_name(p.tensor, "%s (%s %lld-%lld)", root->name, kind_name(kind), (long long) begin,
                              (long long) end);
         p.buffer = wsp_ggml_backend_alloc_ctx_tensors_from_buft(p.ctx, wsp_ggml_backend_dev_buffer_type(members[m]));
     }
     if (p.buffer == nullptr || bytes.size() != wsp_ggml_nbytes(p.tensor)) {
-        WSP_LOG_ERROR("%s: cannot place %s's %s %lld-%lld on %s\n", name.c_str(), w->name, kind_name(kind),
+        WSP_LOG_ERROR("%s: cannot place %s's %s %lld-%lld on %s\n", name.c_str(), root->name, kind_name(kind),
                       (long long) begin, (long long) end, wsp_ggml_backend_dev_name(members[m]));
         if (p.buffer != nullptr) {
             wsp_ggml_backend_buffer_free(p.buffer);
@@ -90,8 +104,8 @@ wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind k
     }
     wsp_ggml_backend_buffer_set_usage(p.buffer, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     wsp_ggml_backend_tensor_set(p.tensor, bytes.data(), 0, bytes.size());
-    p.weight_data       = w->data;
-    p.weight_buffer     = w->buffer;
+    p.weight_data       = root->data;
+    p.weight_buffer     = root->buffer;
     p.member            = m;
     p.made              = race::checker().release_host();
     wsp_ggml_tensor * t = p.tensor;
@@ -102,8 +116,9 @@ wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind k
 void Device::forget(const wsp_ggml_tensor * w) {
     unshard(storage_of(w), true); // a write to a sharded cache: whole again first, then written
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    for (auto p = pieces.lower_bound(std::make_tuple(w, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
-         p != pieces.end() && std::get<0>(p->first) == w;) {
+    const wsp_ggml_tensor *               r = storage_of(w); // a write through a view changes the weight
+    for (auto p = pieces.lower_bound(std::make_tuple(r, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
+         p != pieces.end() && std::get<0>(p->first) == r;) {
         free_piece(p->second);
         p = pieces.erase(p);
         ++generation;
