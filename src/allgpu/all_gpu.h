@@ -20,7 +20,8 @@
 //    memory needs the weight's main copy given up, which breaks its other readers; not done.
 //
 // The rooms: device.cpp (the reg, the device and its shares, the public functions), watched.cpp
-// (the buffer type), weights.cpp (the weights' pieces), caches.cpp (sharded caches), backend.cpp
+// (the buffer type), weights.cpp (the weights' pieces), caches.cpp (sharded caches),
+// replicas.cpp (results kept on every member, Note [member replicas]), backend.cpp
 // (a graph planned and run), plan.{h,cpp} (the tensor-parallel and row split plans),
 // runner.{h,cpp} (running plans, builds kept across calls), graph_key.{h,cpp} (what makes two
 // graphs the same build), counters.cpp (Note [all-GPU counters]).
@@ -70,6 +71,22 @@ struct ShardedCache {
     std::vector<Piece>        pieces;           // per member, 1-D
     const void *              data   = nullptr; // the root's memory when sharded
     wsp_ggml_backend_buffer_t buffer = nullptr; // the root's buffer (forget_buffer)
+};
+
+// Note [member replicas] (replicas.cpp): a result that every member computed whole (REPL) and
+// that the graph gives out, kept on each member beside the caller's copy on the main member, so
+// that a later graph of the same backend that reads it finds it there instead of being sent it
+// (whisper's front end output read by its encoder, the encoder output by the cross graph)
+struct Replica {
+    const void *       owner    = nullptr; // the runner whose members' streams write and read it
+    const void *       made_for = nullptr; // the caller's memory it was made for
+    size_t             bytes    = 0;
+    wsp_ggml_type      type     = WSP_GGML_TYPE_F32;
+    int64_t            ne[WSP_GGML_MAX_DIMS]{};
+    std::vector<Piece> copies; // per member ([0] unused: the caller's memory is the main member's)
+    // the caller's bytes the copies equal now (queued on the members' streams in order), NULL when
+    // they may not: a write to those bytes makes it NULL
+    const void * of = nullptr;
 };
 
 struct Device {
@@ -129,6 +146,18 @@ struct Device {
     // Note [new shares]: tensor_split becomes `shares` (checked by the caller); everything laid out
     // by the old shares goes: pieces, and sharded caches (made whole first)
     void set_shares(const std::vector<float> & shares);
+
+    // Note [member replicas]: owner's replica of t's memory (same bytes, type and shape), made
+    // where create is set and there is room (at most MAX_REPLICAS); NULL otherwise
+    static constexpr size_t MAX_REPLICAS = 8;
+    Replica *               replica_for(const void * owner, const wsp_ggml_tensor * t, bool create);
+    // r (may be NULL) equals the caller's bytes at data now
+    bool current(const Replica * r, const void * data);
+    // the caller's bytes [lo, lo + n) were written: the replicas of any of them are stale
+    void stale(const void * lo, size_t n);
+    // the owner is gone: its replicas too
+    void               drop_replicas(const void * owner);
+    std::list<Replica> replicas; // guarded by mutex
 };
 
 // Note [all-GPU counters]: the device counts its own graph computes (calls on its backends) and

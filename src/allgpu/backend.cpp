@@ -210,6 +210,7 @@ wsp_ggml_status b_graph_compute(wsp_ggml_backend_t b, wsp_ggml_cgraph * g) {
     }
     tp::Moved moved;
     status = c.runner->run(*built, moved);
+    c.runner->wrote(*built, g, status == WSP_GGML_STATUS_SUCCESS); // Note [member replicas]
     const wsp_ggml_backend_all_gpu_traffic mine{ moved.all_reduce, moved.n_all_reduces, moved.sent, moved.gathered,
                                                  tp::Runner::row_split(*built) ? size_t(0) : size_t(1) };
     wsp_ggml_backend_all_gpu_graph_cb      cb = nullptr;

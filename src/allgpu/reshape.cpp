@@ -78,6 +78,9 @@ void Runner::remember_shapes(Build & b, const wsp_ggml_cgraph * g, const Plan & 
             }
         }
     }
+    for (const auto & [node, r] : b.produces) {
+        b.node_fixed[(size_t) node] = 1; // written into replicas of its shape (Note [member replicas])
+    }
     b.sliced.clear();
     for (size_t i = 0; i < n; ++i) {
         for (int j = 0; j < WSP_GGML_MAX_SRC; ++j) {
@@ -136,6 +139,22 @@ Runner::Build * Runner::reshaped(const GraphKey & alike, GraphKey key, const wsp
     return nullptr;
 }
 
+namespace {
+
+// the members read root's bytes from replicas of its shape (Note [member replicas])
+bool read_from_replica(const Runner::Build & b, const wsp_ggml_tensor * root) {
+    for (const auto & pm : b.members) {
+        for (size_t j = 0; j < pm.inputs.size(); ++j) {
+            if (pm.input_roots[j] == root && pm.input_replicas[j] != nullptr) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+} // namespace
+
 bool Runner::reshape(Build & b, const wsp_ggml_cgraph * g, bool * touched) {
     *touched           = false;
     const size_t n     = (size_t) g->n_nodes;
@@ -177,7 +196,7 @@ bool Runner::reshape(Build & b, const wsp_ggml_cgraph * g, bool * touched) {
         }
         const wsp_ggml_tensor * root = storage_of(t);
         if (is_weight(root) || device_.cache_layout(root) != nullptr ||
-            std::find(b.sliced.begin(), b.sliced.end(), t) != b.sliced.end()) {
+            std::find(b.sliced.begin(), b.sliced.end(), t) != b.sliced.end() || read_from_replica(b, root)) {
             return false;
         }
         outs.push_back(k);

@@ -26,6 +26,7 @@ Runner::Runner(Device & device, std::vector<wsp_ggml_backend_t> members)
 }
 
 Runner::~Runner() {
+    device_.drop_replicas(this);
     for (wsp_ggml_backend_event_t e : events_) {
         if (e != nullptr) {
             wsp_ggml_backend_event_free(e);
@@ -77,6 +78,11 @@ wsp_ggml_tensor * kernel_shape(wsp_ggml_context * ctx, const wsp_ggml_tensor * n
     return k;
 }
 
+// the graph gives n out: its last node, or one flagged as an output
+bool gives_out(const wsp_ggml_cgraph * g, const wsp_ggml_tensor * n) {
+    return n == g->nodes[g->n_nodes - 1] || (n->flags & WSP_GGML_TENSOR_FLAG_OUTPUT) != 0;
+}
+
 } // namespace
 
 wsp_ggml_tensor * Runner::local_of(Building & at, int m, const wsp_ggml_tensor * t) {
@@ -96,10 +102,14 @@ wsp_ggml_tensor * Runner::local_of(Building & at, int m, const wsp_ggml_tensor *
     } else if (is_weight(root)) {
         lroot = device_.piece_of(root, m, PieceKind::WHOLE, 0, 0);
     } else {
-        lroot = wsp_ggml_new_tensor(pm.ctx, root->type, WSP_GGML_MAX_DIMS, root->ne);
+        // Note [member replicas]: a result an earlier graph left on every member is read there
+        Replica * r = device_.replica_for(this, root, false);
+        lroot       = r != nullptr ? r->copies[(size_t) m].tensor
+                                   : wsp_ggml_new_tensor(pm.ctx, root->type, WSP_GGML_MAX_DIMS, root->ne);
         pm.inputs.emplace_back(at.local[0].count(root) ? at.local[0].at(root) : alias(at.b.members[0].ctx, root),
                                lroot);
         pm.input_roots.push_back(root);
+        pm.input_replicas.push_back(r);
     }
     if (lroot == nullptr) {
         return nullptr;
@@ -211,6 +221,15 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
                 t->buffer = n->buffer;
                 std::copy(n->nb, n->nb + WSP_GGML_MAX_DIMS, t->nb); // a copy into a strided view writes that layout
                 at.b.own.push_back({ t, at.node });
+            } else if (np.out.kind == State::REPL && gives_out(at.g, n)) { // Note [member replicas]
+                Replica * r = device_.replica_for(this, n, true);
+                if (r != nullptr) {
+                    t->data   = r->copies[(size_t) m].tensor->data;
+                    t->buffer = r->copies[(size_t) m].buffer;
+                    if (m == 1) {
+                        at.b.produces.emplace_back(at.node, r);
+                    }
+                }
             }
             break;
     }
@@ -221,7 +240,8 @@ wsp_ggml_tensor * Runner::make_node(Building & at, int m, const wsp_ggml_tensor 
 wsp_ggml_status Runner::build(Build & b, wsp_ggml_cgraph * g, const Plan & plan) {
     const size_t n_tensors = (size_t) (g->n_nodes + g->n_leafs) * 4 + 64;
     const size_t n_graph   = (size_t) g->n_nodes * 4 + 64;
-    Building     at{ b, std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>>(members_.size()) };
+    Building at{ b, std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>>(members_.size()), -1,
+                 g };
     b.members.resize(members_.size());
     for (Build::PerMember & pm : b.members) {
         pm.mem = take_block(n_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(n_graph, false));
@@ -353,7 +373,11 @@ wsp_ggml_status Runner::run(Build & b, Moved & moved) {
         if (!pm.inputs.empty()) {
             order_after(0, (int) m); // the copies land in memory m's last run may still read
         }
-        for (auto & [from, to] : pm.inputs) { // what the graph reads from outside, from the main member
+        for (size_t j = 0; j < pm.inputs.size(); ++j) { // what the graph reads from outside, from the main member
+            auto [from, to] = pm.inputs[j];
+            if (device_.current(pm.input_replicas[j], from->data)) {
+                continue; // Note [member replicas]: already here
+            }
             wsp_ggml_backend_tensor_copy_async(backends_[0], mb.backend, from, to);
             moved.sent += wsp_ggml_nbytes(to);
         }
@@ -388,6 +412,22 @@ wsp_ggml_status Runner::run(Build & b, Moved & moved) {
     }
     joined_ = true;
     return WSP_GGML_STATUS_SUCCESS;
+}
+
+void Runner::wrote(const Build & b, const wsp_ggml_cgraph * g, bool ran) {
+    std::lock_guard<std::recursive_mutex> lock(device_.mutex);
+    if (device_.replicas.empty()) {
+        return;
+    }
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const wsp_ggml_tensor * n = g->nodes[i];
+        if (!is_view_op(n->op) && n->data != nullptr) {
+            device_.stale(n->data, wsp_ggml_nbytes(n));
+        }
+    }
+    for (const auto & [node, r] : b.produces) {
+        r->of = ran ? g->nodes[node]->data : nullptr;
+    }
 }
 
 } // namespace wsp::allgpu::tp

@@ -37,7 +37,8 @@
 
 namespace wsp::allgpu {
 struct Device;
-}
+struct Replica;
+} // namespace wsp::allgpu
 
 namespace wsp::allgpu::tp {
 
@@ -84,6 +85,9 @@ public:
     bool joined() const { return joined_; }
     // runs a build: its inputs sent, its segments and all-reduces queued, its results gathered
     wsp_ggml_status run(Build & b, Moved & moved);
+    // after a run of b for g: what g's nodes wrote makes replicas of those bytes stale, and the
+    // replicas b wrote are current if it ran (Note [member replicas] in replicas.cpp)
+    void wrote(const Build & b, const wsp_ggml_cgraph * g, bool ran);
 
 private:
     struct Member;

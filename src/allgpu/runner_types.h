@@ -59,6 +59,8 @@ struct Runner::Build {
         // outside root each mirrors
         std::vector<std::pair<wsp_ggml_tensor *, wsp_ggml_tensor *>> inputs;
         std::vector<const wsp_ggml_tensor *>                         input_roots;
+        // per input, the replica its copy is (Note [member replicas]): not sent while current
+        std::vector<Replica *>         input_replicas;
         std::vector<wsp_ggml_tensor *> placed; // the tensors the member's allocator placed (Note [grown shapes])
         Block                          ar_mem; // ar_ctx's memory
         wsp_ggml_context *             ar_ctx = nullptr; // the all-reduces' tensors and sums on this member
@@ -71,6 +73,8 @@ struct Runner::Build {
         wsp_ggml_tensor * dst;  // its rows of the graph's own tensor, on the main member
     };
     std::vector<Gather> gathers;
+    // Note [member replicas]: the nodes whose members' results are written into replicas
+    std::vector<std::pair<int, Replica *>> produces;
 
     // Note [moved nodes]: what depends on where the graph's nodes are (their data and view
     // offsets are not in the key), so that a graph with this key whose nodes are elsewhere runs
@@ -147,6 +151,7 @@ struct Runner::Building {
     Build &                                                                     b;
     std::vector<std::unordered_map<const wsp_ggml_tensor *, wsp_ggml_tensor *>> local;     // per member
     int                                                                         node = -1; // being made
+    const wsp_ggml_cgraph *                                                     g    = nullptr;
 };
 
 // member m computes the node: a MAIN node only the main member, a split one where it has indices

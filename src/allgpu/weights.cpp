@@ -116,7 +116,10 @@ wsp_ggml_tensor * Device::piece_of(const wsp_ggml_tensor * w, int m, PieceKind k
 void Device::forget(const wsp_ggml_tensor * w) {
     unshard(storage_of(w), true); // a write to a sharded cache: whole again first, then written
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    const wsp_ggml_tensor *               r = storage_of(w); // a write through a view changes the weight
+    if (w->data != nullptr) {
+        stale(w->data, wsp_ggml_nbytes(w)); // Note [member replicas]
+    }
+    const wsp_ggml_tensor * r = storage_of(w); // a write through a view changes the weight
     for (auto p = pieces.lower_bound(std::make_tuple(r, INT32_MIN, PieceKind::WHOLE, INT64_MIN, INT64_MIN));
          p != pieces.end() && std::get<0>(p->first) == r;) {
         free_piece(p->second);
@@ -127,7 +130,8 @@ void Device::forget(const wsp_ggml_tensor * w) {
 
 void Device::forget_buffer(wsp_ggml_backend_buffer_t b, bool with_caches) {
     std::lock_guard<std::recursive_mutex> lock(mutex);
-    for (auto c = caches.begin(); c != caches.end();) { // the buffer goes: no write-back
+    stale(wsp_ggml_backend_buffer_get_base(b), wsp_ggml_backend_buffer_get_size(b)); // Note [member replicas]
+    for (auto c = caches.begin(); c != caches.end();) {                              // the buffer goes: no write-back
         if (with_caches && c->second.buffer == b) {
             for (Piece & p : c->second.pieces) {
                 free_piece(p);
