@@ -310,7 +310,7 @@ TEST_F(AllGpuShares, NewSharesLayTheWeightsOutAnew) {
     EXPECT_NE(std::string(said_before).find("(50%)"), std::string::npos) << "a description given out stays valid";
     (void) encode();
     const size_t main_uneven = bytes(0), other_uneven = bytes(1);
-    EXPECT_GT(main_uneven, main_even) << "the main member holds 3 parts of 4 now";
+    EXPECT_EQ(main_uneven, main_even) << "the main member reads its 3 parts of 4, rows or columns, in the weights";
     EXPECT_LT(other_uneven, other_even);
     EXPECT_GT(other_uneven, 0u);
     EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();

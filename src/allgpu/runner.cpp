@@ -139,7 +139,14 @@ wsp_ggml_tensor * Runner::take(Building & at, int m, const wsp_ggml_tensor * src
                 return l == nullptr ? nullptr : cut(ctx, l, 1, r);
             }
             return device_.piece_of(src, m, PieceKind::ROWS, r.first, r.second);
-        case Take::COLUMNS: return device_.piece_of(src, m, PieceKind::COLUMNS, r.first, r.second);
+        case Take::COLUMNS:
+            if (m == 0) { // the weight's own columns: rows of the range, at the weight's row pitch
+                wsp_ggml_tensor * l = local_of(at, 0, src);
+                return l == nullptr ? nullptr
+                                    : wsp_ggml_view_2d(ctx, l, r.second - r.first, l->ne[1], l->nb[1],
+                                                       wsp_ggml_row_size(l->type, r.first));
+            }
+            return device_.piece_of(src, m, PieceKind::COLUMNS, r.first, r.second);
     }
     return nullptr;
 }
