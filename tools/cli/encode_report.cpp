@@ -170,13 +170,12 @@ void EncodeReport::counters(const Timing & t) {
 // end's one (Note [split convolutions] in src/allgpu/plan.cpp), a ring moving 2(N-1)/N of each per
 // device; per layer.
 void EncodeReport::moved(const Timing & t, wsp_ggml_backend_dev_t dev0) {
-    const wsp::model::EncoderConfig & cfg     = o_.cfg;
-    const int                         n_layer = cfg.n_layer;
-    const bool                        all     = o_.mode == Mode::All;
-    const size_t                      n       = all ? wsp_ggml_backend_all_gpu_member_count(dev0) : 0;
-    const double per_layer = (2.0 * n_layer + 1.0) / n_layer; // all-reduces
-    const double bound =
-        all ? per_layer * 2.0 * (double) (n - 1) / (double) n * cfg.n_ctx * cfg.n_state * 4.0 : 0.0;
+    const wsp::model::EncoderConfig & cfg       = o_.cfg;
+    const int                         n_layer   = cfg.n_layer;
+    const bool                        all       = o_.mode == Mode::All;
+    const size_t                      n         = all ? wsp_ggml_backend_all_gpu_member_count(dev0) : 0;
+    const double                      per_layer = (2.0 * n_layer + 1.0) / n_layer; // all-reduces
+    const double bound = all ? per_layer * 2.0 * (double) (n - 1) / (double) n * cfg.n_ctx * cfg.n_state * 4.0 : 0.0;
     const wsp_ggml_backend_all_gpu_traffic & tp = t.tp;
     if (o_.json) {
         if (o_.n_sim > 1) {
