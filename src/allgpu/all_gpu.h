@@ -10,7 +10,7 @@
 //    (src0, or src1 in a convolution) is a whole matrix in a weights buffer of the main member
 //    (or all of a kernel read as one) is spread by the graph's plan, and each other member gets a
 //    piece of it (its rows or its columns by tensor_split), copied once; the main member reads
-//    its own rows in the weight itself (its columns are copied). The weight stays whole
+//    its own rows and columns in the weight itself. The weight stays whole
 //    for its other readers (get_rows of an embedding, a view of a positional table), which an
 //    allocation-time guess from shapes cannot know.
 //  - Backend: plans each graph (Note [tensor parallelism], else Note [row split plan] in plan.h)

@@ -1,7 +1,7 @@
 // The all-GPU device's one store of weights' copies: a weight's piece per member (its rows, its
 // columns or all of it, keyed by weight, member, kind and range), made on first use and gone
 // when the weight is written, its buffer goes or the shares change. The main member reads the
-// weight itself (its rows are views of it), so no member holds a weight's bytes twice.
+// weight itself (its rows and columns are views of it), so no member holds a weight's bytes twice.
 
 #include "all_gpu.h"
 
