@@ -25,6 +25,7 @@
 #include "all_gpu.h"
 
 #include <cstring>
+#include <unordered_set>
 
 namespace wsp::allgpu::tp {
 
@@ -96,11 +97,11 @@ void Runner::remember_shapes(Build & b, const wsp_ggml_cgraph * g, const Plan & 
         b.node_cache[(size_t) b.caches[c].node] = (int) c;
     }
     b.outside.clear();
+    std::unordered_set<const wsp_ggml_tensor *> met; // outside tensors listed so far
     for (const auto & local : at.local) {
         for (const auto & [t, lt] : local) {
             (void) lt;
-            if (plan.index.count(t) == 0 &&
-                std::none_of(b.outside.begin(), b.outside.end(), [t = t](const auto & o) { return o.first == t; })) {
+            if (plan.index.count(t) == 0 && met.insert(t).second) {
                 b.outside.emplace_back(t, shape_of(t));
             }
         }
