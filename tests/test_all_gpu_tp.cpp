@@ -593,6 +593,18 @@ struct DecoderLayer {
     wsp_ggml_context * cache_ctx = nullptr;
 };
 
+// SIM_All over 3 sims with shares 2, 1, 1; NULL (failed) where it cannot be made
+wsp_ggml_backend_dev_t three_sims_two_one_one() {
+    const float shares[3] = { 2, 1, 1 };
+    EXPECT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
+    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    if (all == nullptr || !wsp_ggml_backend_all_gpu_set_tensor_split(all, shares)) {
+        ADD_FAILURE() << "no SIM_All over 3 sims with shares 2, 1, 1";
+        return nullptr;
+    }
+    return all;
+}
+
 // 30 steps of a decoder layer on SIM_All (3 sims, 2 + 1 + 1 heads) and on the CPU, each step's
 // graph made anew in the same memory, after one step at the last positions (as whisper.cpp's
 // encoder sizes the members' buffers before its decoder runs): once the second step has built
@@ -601,11 +613,8 @@ struct DecoderLayer {
 // but its all-reduces are not: it is planned and built, and the next step of one token finds its
 // own build again.
 TEST(AllGpuTensorParallel, GrowingCacheReadsKeepTheBuild) {
-    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
-    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    wsp_ggml_backend_dev_t all = three_sims_two_one_one();
     ASSERT_NE(all, nullptr);
-    const float shares[3] = { 2, 1, 1 };
-    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all, shares));
     DecoderLayer             on_all(wsp_ggml_backend_dev_buffer_type(all));
     DecoderLayer             on_cpu(wsp_ggml_backend_cpu_buffer_type());
     wsp_ggml_backend_t       backend   = wsp_ggml_backend_dev_init(all, nullptr);
@@ -733,11 +742,8 @@ struct FrontEnd {
 // rows of the first kernel, its columns of the second and the two biases: no kernel whole. A
 // second run builds nothing.
 TEST(AllGpuTensorParallel, ConvFrontEndSplitsByChannels) {
-    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
-    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
+    wsp_ggml_backend_dev_t all = three_sims_two_one_one();
     ASSERT_NE(all, nullptr);
-    const float shares[3] = { 2, 1, 1 };
-    ASSERT_TRUE(wsp_ggml_backend_all_gpu_set_tensor_split(all, shares));
     FrontEnd                 on_all(wsp_ggml_backend_dev_buffer_type(all));
     FrontEnd                 on_cpu(wsp_ggml_backend_cpu_buffer_type());
     wsp_ggml_backend_t       backend = wsp_ggml_backend_dev_init(all, nullptr);

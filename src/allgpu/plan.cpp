@@ -204,6 +204,8 @@ private:
 
     bool reshape(const State & s, const int64_t * from, const int64_t * to, State & out);
     bool visit(int i, Plan & p);
+    bool make_origin(int i, int w, NodePlan & np);
+    bool by_columns(const wsp_ggml_tensor * n, int w, const State & input, NodePlan & np);
     bool visit_mul_mat(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool visit_flash_attn(wsp_ggml_tensor * n, State * in, NodePlan & np);
     bool visit_binary(wsp_ggml_tensor * n, State * in, NodePlan & np);
@@ -358,31 +360,31 @@ bool Planner::visit_cache_write(wsp_ggml_tensor * n, State * in, NodePlan & np) 
     return true;
 }
 
+// a mat-mul whose weight src[w] meets its other operand split along the contracted dim 0: the
+// weight's columns by the same ranges, PARTIAL terms
+bool Planner::by_columns(const wsp_ggml_tensor * n, int w, const State & input, NodePlan & np) {
+    if (!need(input, wsp_ggml_blck_size(n->src[w]->type))) {
+        return false;
+    }
+    np.take[w]  = Take{ Take::COLUMNS, 0, input.ranges };
+    np.out      = State{};
+    np.out.kind = State::PARTIAL;
+    return true;
+}
+
 bool Planner::visit_mul_mat(wsp_ggml_tensor * n, State * in, NodePlan & np) {
     const wsp_ggml_tensor *a = n->src[0], *b = n->src[1];
     if (gr_.spreadable(a)) {
         // (a REPL input makes an origin: visit() does that, as it knows the node's index)
-        if (in[1].kind == State::SPLIT && in[1].dim == 0) { // columns per member: PARTIAL terms
-            if (!need(in[1], wsp_ggml_blck_size(a->type))) {
-                return false;
-            }
-            np.take[0]  = Take{ Take::COLUMNS, 0, in[1].ranges };
-            np.out      = State{};
-            np.out.kind = State::PARTIAL;
-            return true;
+        if (in[1].kind == State::SPLIT && in[1].dim == 0) { // columns per member
+            return by_columns(n, 0, in[1], np);
         }
         return fail("%s reads its input split along dimension %d", n->name, in[1].dim);
     }
     if (gr_.spreadable(b) && in[0].kind == State::SPLIT && in[0].dim == 0) {
         // a convolution's mat-mul (Note [split convolutions]): its columns [K*IC] split by input
-        // channels, the kernel's columns by the same ranges: PARTIAL terms
-        if (!need(in[0], wsp_ggml_blck_size(b->type))) {
-            return false;
-        }
-        np.take[1]  = Take{ Take::COLUMNS, 0, in[0].ranges };
-        np.out      = State{};
-        np.out.kind = State::PARTIAL;
-        return true;
+        // channels, the kernel's columns by the same ranges
+        return by_columns(n, 1, in[0], np);
     }
     // two activations (attention): split on a batch dimension (heads), or rows of one
     const State &sa = in[0], &sb = in[1];
@@ -570,6 +572,23 @@ bool Planner::rule_im2col(wsp_ggml_tensor * n, State * in, NodePlan & np) {
     return true;
 }
 
+// node i, a mat-mul whose weight is src[w] with a REPL input, takes the weight's rows by member:
+// its result is split on dim w (an origin)
+bool Planner::make_origin(int i, int w, NodePlan & np) {
+    const wsp_ggml_tensor * weight = gr_.g->nodes[i]->src[w];
+    bool                    fits   = false;
+    units_.emplace(i, 1);
+    const Ranges r = spread(weight->ne[1], units_[i], gr_.proportions, &fits);
+    if (!fits) {
+        return fail("%s's rows do not reach every member in units of %lld", weight->name, (long long) units_[i]);
+    }
+    np.take[w] = Take{ Take::ROWS, 1, r };
+    np.out     = State{ State::SPLIT, w, r, (int) origin_node_.size(), 1, 1 };
+    origin_node_.push_back(i);
+    p_->n_origins++;
+    return true;
+}
+
 bool Planner::visit(int i, Plan & p) {
     wsp_ggml_tensor * n  = gr_.g->nodes[i];
     NodePlan &        np = p.nodes[i];
@@ -621,29 +640,15 @@ bool Planner::visit(int i, Plan & p) {
     }
     bool ok = true;
     if (n->op == WSP_GGML_OP_MUL_MAT && gr_.spreadable(n->src[0]) && in[1].kind == State::REPL) {
-        bool fits = false;
-        units_.emplace(i, 1);
-        const Ranges r = spread(n->src[0]->ne[1], units_[i], gr_.proportions, &fits);
-        if (!fits) {
-            return fail("%s's rows do not reach every member in units of %lld", n->src[0]->name, (long long) units_[i]);
+        if (!make_origin(i, 0, np)) { // the weight's rows are the result's rows
+            return false;
         }
-        np.take[0] = Take{ Take::ROWS, 1, r };
-        np.out     = State{ State::SPLIT, 0, r, (int) origin_node_.size(), 1, 1 };
-        origin_node_.push_back(i);
-        p.n_origins++;
     } else if (n->op == WSP_GGML_OP_MUL_MAT && gr_.spreadable(n->src[1]) && in[0].kind == State::REPL &&
                in[1].kind == State::REPL) {
-        // the weight is src1 (Note [split convolutions]): its rows are the result's columns
-        bool fits = false;
-        units_.emplace(i, 1);
-        const Ranges r = spread(n->src[1]->ne[1], units_[i], gr_.proportions, &fits);
-        if (!fits) {
-            return fail("%s's rows do not reach every member in units of %lld", n->src[1]->name, (long long) units_[i]);
+        if (!make_origin(i, 1,
+                         np)) { // the weight is src1 (Note [split convolutions]): its rows are the result's columns
+            return false;
         }
-        np.take[1] = Take{ Take::ROWS, 1, r };
-        np.out     = State{ State::SPLIT, 1, r, (int) origin_node_.size(), 1, 1 };
-        origin_node_.push_back(i);
-        p.n_origins++;
     } else if (n->op == WSP_GGML_OP_MUL_MAT) {
         ok = visit_mul_mat(n, in, np);
     } else if (!any_split) {
