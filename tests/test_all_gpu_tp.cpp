@@ -7,11 +7,11 @@
 // and the row split (WSP_GGML_ALL_GPU_TP=0) moves more. Each case runs in a process of its own
 // (ctest), so each registers the sims it needs and sets its environment first.
 
+#include "all_gpu_tp_util.h"
 #include "sim_util.h"
 #include "test_util.h"
 #include "model/whisper_encoder.h"
 
-#include "ggml-alloc.h"
 #include "ggml-all-gpu.h"
 #include "ggml-counters.h"
 #include "ggml-cpu.h"
@@ -242,12 +242,6 @@ namespace {
 // Note [sharded caches]: a graph that writes the split rows of W x into a cache (memory of the
 // device's buffer type outside the graph) keeps the cache sharded on the members; a read from
 // outside (tensor_get) sees every write of every graph, and a clear clears every part.
-wsp_ggml_backend_counters counters_of(wsp_ggml_backend_dev_t dev) {
-    wsp_ggml_backend_counters c{};
-    wsp_ggml_backend_dev_get_counters(dev, &c);
-    return c;
-}
-
 // Note [kept member graphs] (src/allgpu/runner.h): a graph seen before runs what was built for it,
 // with no plan, member graph or allocation, and computes the same bits; a weight written anew
 // (its pieces on the members go) is not read from what was built before it
@@ -593,18 +587,6 @@ struct DecoderLayer {
     wsp_ggml_context * cache_ctx = nullptr;
 };
 
-// SIM_All over 3 sims with shares 2, 1, 1; NULL (failed) where it cannot be made
-wsp_ggml_backend_dev_t three_sims_two_one_one() {
-    const float shares[3] = { 2, 1, 1 };
-    EXPECT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
-    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
-    if (all == nullptr || !wsp_ggml_backend_all_gpu_set_tensor_split(all, shares)) {
-        ADD_FAILURE() << "no SIM_All over 3 sims with shares 2, 1, 1";
-        return nullptr;
-    }
-    return all;
-}
-
 // 30 steps of a decoder layer on SIM_All (3 sims, 2 + 1 + 1 heads) and on the CPU, each step's
 // graph made anew in the same memory, after one step at the last positions (as whisper.cpp's
 // encoder sizes the members' buffers before its decoder runs): once the second step has built
@@ -682,246 +664,6 @@ TEST(AllGpuTensorParallel, GrowingCacheReadsKeepTheBuild) {
     wsp_ggml_backend_free(backend);
     wsp_ggml_backend_free(cpu);
     wsp_ggml_backend_free(cpu2);
-}
-
-} // namespace
-} // namespace wsp::test
-
-namespace wsp::test {
-namespace {
-
-// whisper.cpp's front end as its own graph (whisper_build_graph_conv): two convolutions of width
-// 3, the second of stride 2, each with a bias and GELU
-struct FrontEnd {
-    static constexpr int64_t  L = 40, IC = 8, OC = 24, K = 3;
-    wsp_ggml_context *        wctx = nullptr;
-    wsp_ggml_backend_buffer_t wbuf = nullptr;
-    wsp_ggml_tensor *         w1 = nullptr, *b1 = nullptr, *w2 = nullptr, *b2 = nullptr;
-
-    explicit FrontEnd(wsp_ggml_backend_buffer_type_t buft) {
-        wctx = wsp_ggml_init({ 4 * wsp_ggml_tensor_overhead(), nullptr, true });
-        w1   = wsp_ggml_new_tensor_3d(wctx, WSP_GGML_TYPE_F16, K, IC, OC);
-        b1   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, 1, OC);
-        w2   = wsp_ggml_new_tensor_3d(wctx, WSP_GGML_TYPE_F16, K, OC, OC);
-        b2   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, 1, OC);
-        wbuf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
-        wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-        int seed = 40;
-        for (wsp_ggml_tensor * t : { w1, b1, w2, b2 }) {
-            const std::vector<float> v = random_values((size_t) wsp_ggml_nelements(t), seed++);
-            if (t->type == WSP_GGML_TYPE_F16) {
-                std::vector<wsp_ggml_fp16_t> h(v.size());
-                wsp_ggml_fp32_to_fp16_row(v.data(), h.data(), (int64_t) v.size());
-                wsp_ggml_backend_tensor_set(t, h.data(), 0, h.size() * sizeof(wsp_ggml_fp16_t));
-            } else {
-                wsp_ggml_backend_tensor_set(t, v.data(), 0, v.size() * sizeof(float));
-            }
-        }
-    }
-    ~FrontEnd() {
-        wsp_ggml_backend_buffer_free(wbuf);
-        wsp_ggml_free(wctx);
-    }
-
-    wsp_ggml_cgraph * graph(wsp_ggml_context * ctx, wsp_ggml_tensor ** mel, wsp_ggml_tensor ** out) const {
-        *mel = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, L, IC);
-        wsp_ggml_set_input(*mel);
-        wsp_ggml_tensor * cur = wsp_ggml_gelu(ctx, wsp_ggml_add(ctx, wsp_ggml_conv_1d_ph(ctx, w1, *mel, 1, 1), b1));
-        *out = wsp_ggml_gelu(ctx, wsp_ggml_add(ctx, wsp_ggml_conv_1d_ph(ctx, w2, cur, 2, 1), b2)); // [L/2, OC]
-        wsp_ggml_set_output(*out);
-        wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
-        wsp_ggml_build_forward_expand(g, *out);
-        return g;
-    }
-};
-
-// Note [split convolutions] (src/allgpu/plan.cpp): the front end over 3 sims with shares 2, 1, 1
-// runs tensor-parallel and equals the CPU's. The first convolution's output channels and the
-// second's input channels go 12, 6, 6 to the members, which read the mel whole (sent to the two
-// others) and end in one all-reduce of [L/2, OC]. Each member but the main one holds exactly its
-// rows of the first kernel, its columns of the second and the two biases: no kernel whole. A
-// second run builds nothing.
-TEST(AllGpuTensorParallel, ConvFrontEndSplitsByChannels) {
-    wsp_ggml_backend_dev_t all = three_sims_two_one_one();
-    ASSERT_NE(all, nullptr);
-    FrontEnd                 on_all(wsp_ggml_backend_dev_buffer_type(all));
-    FrontEnd                 on_cpu(wsp_ggml_backend_cpu_buffer_type());
-    wsp_ggml_backend_t       backend = wsp_ggml_backend_dev_init(all, nullptr);
-    wsp_ggml_backend_t       cpu     = wsp_ggml_backend_cpu_init();
-    wsp_ggml_backend_t       bs[2]   = { backend, cpu };
-    wsp_ggml_backend_sched_t sched   = wsp_ggml_backend_sched_new(bs, nullptr, 2, 64, false, true);
-    std::vector<uint8_t>     meta(32 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead()), meta_cpu(meta.size());
-    const std::vector<float> mel_v = random_values((size_t) (FrontEnd::L * FrontEnd::IC), 5);
-
-    // the CPU's result
-    wsp_ggml_context * cctx = wsp_ggml_init({ meta_cpu.size(), meta_cpu.data(), true });
-    wsp_ggml_tensor *  cmel = nullptr, *cout_t = nullptr;
-    wsp_ggml_cgraph *  cg = on_cpu.graph(cctx, &cmel, &cout_t);
-    wsp_ggml_gallocr_t ga = wsp_ggml_gallocr_new(wsp_ggml_backend_cpu_buffer_type());
-    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(ga, cg));
-    wsp_ggml_backend_tensor_set(cmel, mel_v.data(), 0, mel_v.size() * sizeof(float));
-    ASSERT_EQ(wsp_ggml_backend_graph_compute(cpu, cg), WSP_GGML_STATUS_SUCCESS);
-    std::vector<float> want((size_t) wsp_ggml_nelements(cout_t));
-    wsp_ggml_backend_tensor_get(cout_t, want.data(), 0, want.size() * sizeof(float));
-
-    LogCapture         log;
-    wsp_ggml_context * ctx = wsp_ggml_init({ meta.size(), meta.data(), true });
-    wsp_ggml_tensor *  mel = nullptr, *out = nullptr;
-    wsp_ggml_cgraph *  g = on_all.graph(ctx, &mel, &out);
-    ASSERT_TRUE(wsp_ggml_backend_sched_alloc_graph(sched, g));
-    wsp_ggml_backend_tensor_set(mel, mel_v.data(), 0, mel_v.size() * sizeof(float));
-    for (int run = 0; run < 2; ++run) {
-        const auto c0  = counters_of(all);
-        const auto tp0 = wsp_ggml_backend_all_gpu_get_traffic(all);
-        ASSERT_EQ(wsp_ggml_backend_sched_graph_compute(sched, g), WSP_GGML_STATUS_SUCCESS);
-        const auto         c1  = counters_of(all);
-        const auto         tp1 = wsp_ggml_backend_all_gpu_get_traffic(all);
-        std::vector<float> got(want.size());
-        wsp_ggml_backend_tensor_get(out, got.data(), 0, got.size() * sizeof(float));
-        EXPECT_TRUE(all_close(got, std::vector<double>(want.begin(), want.end()), 1e-4, 1e-4, "front end"))
-            << "run " << run;
-        const size_t out_bytes = wsp_ggml_nbytes(out), mel_bytes = wsp_ggml_nbytes(mel);
-        EXPECT_EQ(tp1.n_graphs - tp0.n_graphs, 1u) << "run " << run << ": the graph ran tensor-parallel";
-        EXPECT_EQ(tp1.n_all_reduces - tp0.n_all_reduces, 1u) << "run " << run;
-        EXPECT_EQ(tp1.all_reduce - tp0.all_reduce, 2 * 2 * out_bytes) << "2 (N - 1) chunks of [L/2, OC]";
-        EXPECT_EQ(tp1.sent - tp0.sent, 2 * mel_bytes) << "the mel, to each member but the main one";
-        EXPECT_EQ(tp1.gathered - tp0.gathered, 0u);
-        EXPECT_EQ(c1.plans_built - c0.plans_built, run == 0 ? 1u + 3u : 0u) << "run " << run;
-    }
-    EXPECT_FALSE(log.contains("does not fit tensor parallelism")) << log.text();
-    // weights held: the main member the weights' buffer (its 12 channels, rows of the first kernel
-    // and columns of the second, are read there); member m its 6 of the 24 channels of each kernel
-    // and the two biases
-    const size_t biases = 2 * FrontEnd::OC * sizeof(float);
-    EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, 0), wsp_ggml_backend_buffer_get_size(on_all.wbuf));
-    for (size_t m = 1; m < 3; ++m) {
-        const size_t rows_w1 = (size_t) (FrontEnd::K * FrontEnd::IC * 6) * sizeof(wsp_ggml_fp16_t);
-        const size_t cols_w2 = (size_t) (FrontEnd::K * 6 * FrontEnd::OC) * sizeof(wsp_ggml_fp16_t);
-        EXPECT_EQ(wsp_ggml_backend_all_gpu_weight_bytes(all, m), rows_w1 + cols_w2 + biases) << "member " << m;
-    }
-    wsp_ggml_backend_sched_free(sched);
-    wsp_ggml_free(ctx);
-    wsp_ggml_gallocr_free(ga);
-    wsp_ggml_free(cctx);
-    wsp_ggml_backend_free(backend);
-    wsp_ggml_backend_free(cpu);
-}
-
-} // namespace
-} // namespace wsp::test
-
-namespace wsp::test {
-namespace {
-
-// Note [member replicas] (src/allgpu/replicas.cpp): graph A ends in a result every member
-// computes whole (W2 (W1 x) + x, the all-reduce then the residual), graph B reads it (W3 y, y a
-// view of A's tensor, as whisper.cpp's encoder reads its front end's). Over 3 sims B finds y on
-// every member and is sent nothing; a write to y from the host, or by another graph, makes the
-// members' copies stale and B is sent y again, and reads the new bytes.
-TEST(AllGpuTensorParallel, ResultsKeptOnMembersUntilWritten) {
-    ASSERT_NE(wsp_ggml_backend_sim_register(3, 256), nullptr);
-    wsp_ggml_backend_dev_t all = wsp_ggml_backend_dev_by_name("SIM_All");
-    ASSERT_NE(all, nullptr);
-    constexpr int64_t              K = 24, N = 48, T = 5;
-    wsp_ggml_backend_buffer_type_t buft = wsp_ggml_backend_dev_buffer_type(all);
-    wsp_ggml_context *             wctx = wsp_ggml_init({ 3 * wsp_ggml_tensor_overhead(), nullptr, true });
-    wsp_ggml_tensor *              W1   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, N);
-    wsp_ggml_tensor *              W2   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, K);
-    wsp_ggml_tensor *              W3   = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, K, N);
-    wsp_ggml_backend_buffer_t      wbuf = wsp_ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
-    wsp_ggml_backend_buffer_set_usage(wbuf, WSP_GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    const std::vector<float> w1 = random_values((size_t) (K * N), 11), w2 = random_values((size_t) (K * N), 12),
-                             w3 = random_values((size_t) (K * N), 13), xv = random_values((size_t) (K * T), 14);
-    wsp_ggml_backend_tensor_set(W1, w1.data(), 0, w1.size() * sizeof(float));
-    wsp_ggml_backend_tensor_set(W2, w2.data(), 0, w2.size() * sizeof(float));
-    wsp_ggml_backend_tensor_set(W3, w3.data(), 0, w3.size() * sizeof(float));
-    // W a [rows, cols] row-major weight times v [cols, T]
-    auto mul = [](const std::vector<float> & W, const std::vector<double> & v, int64_t rows, int64_t cols) {
-        std::vector<double> o((size_t) (rows * T));
-        for (int64_t t = 0; t < T; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t c = 0; c < cols; ++c) {
-                    o[(size_t) (t * rows + r)] += (double) W[(size_t) (r * cols + c)] * v[(size_t) (t * cols + c)];
-                }
-            }
-        }
-        return o;
-    };
-    const std::vector<double> xd(xv.begin(), xv.end());
-    std::vector<double>       y_ref = mul(w2, mul(w1, xd, N, K), K, N);
-    for (size_t i = 0; i < y_ref.size(); ++i) {
-        y_ref[i] += xd[i];
-    }
-
-    wsp_ggml_backend_t backend = wsp_ggml_backend_dev_init(all, nullptr);
-    // graph A, in memory of its own (as whisper.cpp's front end, by a scheduler of its own)
-    wsp_ggml_context * actx =
-        wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead(), nullptr, true });
-    wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(actx, WSP_GGML_TYPE_F32, K, T);
-    wsp_ggml_set_input(x);
-    wsp_ggml_tensor * y = wsp_ggml_add(actx, wsp_ggml_mul_mat(actx, W2, wsp_ggml_mul_mat(actx, W1, x)), x);
-    wsp_ggml_set_output(y);
-    wsp_ggml_cgraph * ga = wsp_ggml_new_graph(actx);
-    wsp_ggml_build_forward_expand(ga, y);
-    wsp_ggml_gallocr_t aalloc = wsp_ggml_gallocr_new(buft);
-    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(aalloc, ga));
-    wsp_ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
-    // graph B reads y, and graph C writes it (a copy of x into it)
-    wsp_ggml_context * bctx =
-        wsp_ggml_init({ 16 * wsp_ggml_tensor_overhead() + 2 * wsp_ggml_graph_overhead(), nullptr, true });
-    wsp_ggml_tensor * z = wsp_ggml_mul_mat(bctx, W3, wsp_ggml_view_tensor(bctx, y));
-    wsp_ggml_set_output(z);
-    wsp_ggml_cgraph * gb = wsp_ggml_new_graph(bctx);
-    wsp_ggml_build_forward_expand(gb, z);
-    wsp_ggml_gallocr_t balloc = wsp_ggml_gallocr_new(buft);
-    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(balloc, gb));
-    wsp_ggml_cgraph * gc = wsp_ggml_new_graph(bctx);
-    wsp_ggml_build_forward_expand(gc, wsp_ggml_cpy(bctx, wsp_ggml_scale(bctx, x, 2.0f), wsp_ggml_view_tensor(bctx, y)));
-    wsp_ggml_gallocr_t calloc = wsp_ggml_gallocr_new(buft);
-    ASSERT_TRUE(wsp_ggml_gallocr_alloc_graph(calloc, gc));
-
-    const size_t y_bytes = wsp_ggml_nbytes(y);
-    // runs B: its result against W3 y_expected, and what B was sent
-    auto run_b = [&](const std::vector<double> & y_expected, const char * what) {
-        const auto tp0 = wsp_ggml_backend_all_gpu_get_traffic(all);
-        EXPECT_EQ(wsp_ggml_backend_graph_compute(backend, gb), WSP_GGML_STATUS_SUCCESS);
-        const auto         tp1 = wsp_ggml_backend_all_gpu_get_traffic(all);
-        std::vector<float> got((size_t) (N * T));
-        wsp_ggml_backend_tensor_get(z, got.data(), 0, got.size() * sizeof(float));
-        EXPECT_TRUE(all_close(got, mul(w3, y_expected, N, K), 1e-4, 1e-4, what)) << what;
-        return tp1.sent - tp0.sent;
-    };
-    for (int round = 0; round < 2; ++round) {
-        ASSERT_EQ(wsp_ggml_backend_graph_compute(backend, ga), WSP_GGML_STATUS_SUCCESS);
-        std::vector<float> yv((size_t) (K * T));
-        wsp_ggml_backend_tensor_get(y, yv.data(), 0, yv.size() * sizeof(float));
-        EXPECT_TRUE(all_close(yv, y_ref, 1e-4, 1e-4, "A's result"));
-        EXPECT_EQ(run_b(y_ref, "B after A"), 0u) << "round " << round << ": y was sent, not found on the members";
-        EXPECT_EQ(run_b(y_ref, "B again"), 0u) << "round " << round;
-
-        // the host writes y: the members' copies are stale, B is sent the new bytes
-        const std::vector<float> y2 = random_values((size_t) (K * T), 15 + round);
-        wsp_ggml_backend_tensor_set(y, y2.data(), 0, y2.size() * sizeof(float));
-        EXPECT_EQ(run_b(std::vector<double>(y2.begin(), y2.end()), "B after a set"), 2 * y_bytes) << "round " << round;
-
-        // A again, then graph C writes y (2 x): stale again
-        ASSERT_EQ(wsp_ggml_backend_graph_compute(backend, ga), WSP_GGML_STATUS_SUCCESS);
-        EXPECT_EQ(run_b(y_ref, "B after A again"), 0u);
-        ASSERT_EQ(wsp_ggml_backend_graph_compute(backend, gc), WSP_GGML_STATUS_SUCCESS);
-        std::vector<double> x2(xd);
-        for (double & v : x2) {
-            v *= 2.0;
-        }
-        EXPECT_EQ(run_b(x2, "B after C wrote y"), 2 * y_bytes) << "round " << round;
-    }
-    wsp_ggml_gallocr_free(aalloc);
-    wsp_ggml_gallocr_free(balloc);
-    wsp_ggml_gallocr_free(calloc);
-    wsp_ggml_free(actx);
-    wsp_ggml_free(bctx);
-    wsp_ggml_backend_free(backend);
-    wsp_ggml_backend_buffer_free(wbuf);
-    wsp_ggml_free(wctx);
 }
 
 } // namespace

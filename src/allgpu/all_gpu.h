@@ -21,7 +21,8 @@
 //
 // The rooms: device.cpp (the reg, the device and its shares, the public functions), watched.cpp
 // (the buffer type), weights.cpp (the weights' pieces), caches.cpp (sharded caches),
-// replicas.cpp (results kept on every member, Note [member replicas]), backend.cpp
+// replicas.cpp (results kept on every member, Note [member replicas]), cache_views.cpp (how a
+// view lies on a sharded cache's parts), backend.cpp
 // (a graph planned and run), plan.{h,cpp} (the tensor-parallel and row split plans),
 // runner.{h,cpp} (running plans, builds kept across calls), graph_key.{h,cpp} (what makes two
 // graphs the same build), counters.cpp (Note [all-GPU counters]).

@@ -98,6 +98,18 @@ struct ViewMap {
     Ranges  ranges;
 };
 
+// how a view lies on a sharded root's parts
+enum class ViewFit {
+    MAPPED,       // each member reads its own part (out is set)
+    OFF_PARTS,    // the split dim is found, but the parts do not fall on its boundaries (out.stride
+                  // says which: whole heads)
+    ACROSS_PARTS, // the view reads across the parts
+};
+
+// (cache_views.cpp) how a view (ne, nb and offset in bytes, of elements of es bytes) of a root
+// with layout L lies on its parts; out is set where it is MAPPED (its stride also where OFF_PARTS)
+ViewFit map_view_fit(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out);
+
 // maps a view (ne, nb and offset in bytes, of elements of es bytes) of a root with layout L:
 // false where it reads across the parts
 bool map_view(const Layout & L, const int64_t * ne, const size_t * nb, size_t offs, size_t es, ViewMap & out);
