@@ -264,6 +264,43 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
     return v;
 }
 
+// The grid i-quants (IQ1_S ... IQ3_S): no build quantizes them by reference alike (ours has no
+// quantizer, the client's needs its codebook search set up), so every build takes the same seeded
+// random blocks, with a finite scale d of 1/1024 to 1/64 at byte 0 (IQ1_M's in the top nibbles of
+// its four scale words, at byte 48)
+bool is_grid_type(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_IQ2_XXS:
+        case WSP_GGML_TYPE_IQ2_XS:
+        case WSP_GGML_TYPE_IQ2_S:
+        case WSP_GGML_TYPE_IQ3_XXS:
+        case WSP_GGML_TYPE_IQ3_S:
+        case WSP_GGML_TYPE_IQ1_S:
+        case WSP_GGML_TYPE_IQ1_M: return true;
+        default: return false;
+    }
+}
+
+void random_grid_blocks(wsp_ggml_type t, std::vector<uint8_t> & q) {
+    std::mt19937                          rng(4321);
+    std::uniform_real_distribution<float> scale(1.0f / 1024, 1.0f / 64);
+    for (auto & b : q) {
+        b = uint8_t(rng());
+    }
+    const size_t bs = wsp_ggml_type_size(t);
+    for (size_t at = 0; at + bs <= q.size(); at += bs) {
+        const uint16_t h = wsp_ggml_fp32_to_fp16(rng() % 2 ? scale(rng) : -scale(rng));
+        if (t == WSP_GGML_TYPE_IQ1_M) {
+            for (int w = 0; w < 4; ++w) {
+                uint8_t & top = q[at + 48 + 2 * w + 1];
+                top           = uint8_t((top & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
+            }
+        } else {
+            std::memcpy(&q[at], &h, sizeof(h));
+        }
+    }
+}
+
 // The G weights of one type and shape in a backend buffer, all with the same (quantized) content.
 // output rows checked against a double-precision product of the dequantized weights
 constexpr int64_t CHECK_ROWS = 16;
@@ -337,6 +374,8 @@ bool make_weights(wsp_ggml_backend_buffer_type_t buft, wsp_ggml_type type, Shape
     // (older builds of ours only wsp_ggml_quantize_chunk); from_float_ref is in every one (F32: a copy)
     if (type == WSP_GGML_TYPE_F32) {
         std::memcpy(q.data(), src.data(), q.size());
+    } else if (is_grid_type(type)) {
+        random_grid_blocks(type, q);
     } else {
         const auto * traits = wsp_ggml_get_type_traits(type);
         if (!traits || !traits->from_float_ref) {

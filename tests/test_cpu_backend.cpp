@@ -182,8 +182,11 @@ TEST(CpuBackend, SupportsOp) {
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_Q6_K)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(
         cpu.b, wsp_ggml_get_rows(ctx, t(WSP_GGML_TYPE_Q2_K, 256, 9), t(WSP_GGML_TYPE_I32, 3, 1))));
-    // the i-quants of grids have no dequantizer: declared for model files, not computed
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_IQ2_XXS, 256, 8), x)));
+    // the i-quants of grids are read through their dequantizer where the build has the client's
+    // codebooks (Note [client codebooks]) and refused where it does not; no quantizer: no CPY to them
+    EXPECT_EQ(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_mul_mat(ctx, t(WSP_GGML_TYPE_IQ2_XXS, 256, 8), x)),
+              wsp_ggml_get_type_traits(WSP_GGML_TYPE_IQ2_XXS)->to_float != nullptr);
+    EXPECT_FALSE(wsp_ggml_backend_supports_op(cpu.b, wsp_ggml_cast(ctx, x, WSP_GGML_TYPE_IQ2_XXS)));
     // a training op: no kernel
     wsp_ggml_tensor * loss = t(WSP_GGML_TYPE_F32, 1, 1);
     loss->op               = WSP_GGML_OP_CROSS_ENTROPY_LOSS;

@@ -345,7 +345,7 @@ TEST(CudaMulMatQ, SupportsQuantizedWeights) {
         wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 64, 3);
         EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, w, x))) << wsp_ggml_type_name(t);
     }
-    // types without a kernel (the grid i-quants, storage-only) are refused, not miscomputed
+    // types without a kernel (the grid i-quants: no CUDA codebooks) are refused, not miscomputed
     wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 5);
     wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 256, 3);
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, k, x)));

@@ -357,7 +357,7 @@ TEST(CudaConv, SupportIsExact) {
     wsp_ggml_tensor *  ids = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_I32, 2, 3);
     wsp_ggml_tensor *  b   = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 32, 2, 3);
     wsp_ggml_tensor *  bq  = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_Q8_0, 32, 2, 3);
-    // a grid i-quant: storage-only (the CPU has no dequantizer for it either)
+    // a grid i-quant: no CUDA dequantizer (the CPU reads it through the client's codebooks where built)
     wsp_ggml_tensor * i2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 4, 3);
     wsp_ggml_tensor * b2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 256, 2, 3);
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, q, b, ids)));

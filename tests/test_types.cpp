@@ -133,28 +133,47 @@ TEST(TypeTraits, ConvertersExistForTheComputeTypes) {
     }
 }
 
-// Every type converts both ways, except the ones documented storage-only (types.cpp): the i-quants
-// of grids (no converters yet) and the integer and f64 types (none in the client's either)
+// Every type converts both ways, except the ones documented storage-only (types.cpp): the integer
+// and f64 types (none in the client's either) and, in a build without the client's codebooks (Note
+// [client codebooks]: WSP_TEST_IQ_GRIDS is set where the build has them), the grid i-quants, which
+// with them are dequantized only (their client's quantizers search the codebook: not here)
 TEST(TypeTraits, EveryTypeConvertsOrIsStorageOnly) {
-    const std::vector<wsp_ggml_type> storage_only = {
+    const std::vector<wsp_ggml_type> grids = {
         WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ3_XXS, WSP_GGML_TYPE_IQ1_S,
-        WSP_GGML_TYPE_IQ3_S,   WSP_GGML_TYPE_IQ2_S,  WSP_GGML_TYPE_IQ1_M,   WSP_GGML_TYPE_I8,
-        WSP_GGML_TYPE_I16,     WSP_GGML_TYPE_I32,    WSP_GGML_TYPE_I64,     WSP_GGML_TYPE_F64,
+        WSP_GGML_TYPE_IQ3_S,   WSP_GGML_TYPE_IQ2_S,  WSP_GGML_TYPE_IQ1_M,
     };
-    int converting = 0;
+    const std::vector<wsp_ggml_type> storage_only = {
+        WSP_GGML_TYPE_I8, WSP_GGML_TYPE_I16, WSP_GGML_TYPE_I32, WSP_GGML_TYPE_I64, WSP_GGML_TYPE_F64,
+    };
+#ifdef WSP_TEST_IQ_GRIDS
+    const bool have_grids = true;
+#else
+    const bool have_grids = false;
+#endif
+    auto listed = [](const std::vector<wsp_ggml_type> & list, wsp_ggml_type t) {
+        return std::find(list.begin(), list.end(), t) != list.end();
+    };
+    int converting = 0, dequantizing = 0;
     for (int id = 0; id < WSP_GGML_TYPE_COUNT; ++id) {
         const wsp_ggml_type t = (wsp_ggml_type) id;
         if (wsp_ggml_blck_size(t) == 0) {
             continue; // removed ids
         }
         SCOPED_TRACE(wsp_ggml_type_name(t));
-        const auto * tr      = wsp_ggml_get_type_traits(t);
-        const bool   storage = std::find(storage_only.begin(), storage_only.end(), t) != storage_only.end();
+        const auto * tr = wsp_ggml_get_type_traits(t);
+        if (listed(grids, t)) {
+            EXPECT_EQ(tr->to_float != nullptr, have_grids);
+            EXPECT_EQ(tr->from_float_ref, nullptr);
+            dequantizing += tr->to_float != nullptr ? 1 : 0;
+            continue;
+        }
+        const bool storage = listed(storage_only, t);
         EXPECT_EQ(tr->to_float == nullptr, storage);
         EXPECT_EQ(tr->from_float_ref == nullptr, storage);
         converting += storage ? 0 : 1;
     }
     EXPECT_EQ(converting, 19); // f32, f16, bf16, 6 legacy quants, 5 K-quants, q8_K, 2 ternary, 2 iq4
+    EXPECT_EQ(dequantizing, have_grids ? 7 : 0);
 }
 
 TEST(TypeTraits, RowSizeCountsWholeBlocks) {

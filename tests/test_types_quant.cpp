@@ -416,13 +416,21 @@ std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_
         case WSP_GGML_TYPE_Q6_K: fp16_at = { 208 }; break;
         case WSP_GGML_TYPE_TQ1_0: fp16_at = { 52 }; break;
         case WSP_GGML_TYPE_TQ2_0: fp16_at = { 64 }; break;
-        default: fp16_at = { 0 }; break; // IQ4_NL, IQ4_XS
+        case WSP_GGML_TYPE_IQ1_M: break; // its d is in the scales' top nibbles: below
+        default: fp16_at = { 0 }; break; // IQ4_NL, IQ4_XS and the grid i-quants
     }
     std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
     for (int64_t i = 0; i < n_blocks; ++i) {
         for (int at : fp16_at) {
             const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
             std::memcpy(&b[(size_t) i * bs + at], &h, sizeof(h));
+        }
+        if (type == WSP_GGML_TYPE_IQ1_M) { // the top nibble of each of the 4 scale words at byte 48
+            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
+            for (int w = 0; w < 4; ++w) {
+                uint8_t & top = b[(size_t) i * bs + 48 + 2 * w + 1];
+                top           = (uint8_t) ((top & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
+            }
         }
     }
     return b;
@@ -435,12 +443,22 @@ std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_
 // K-quant weight at few b rows takes the dot_q8 path (mul_mat_kq.cpp), which quantizes the b rows
 // to Q8_K as the client's kernels do, and is held to the product of the dequantized weights with the
 // Q8_K round trip of the activations (so its integer sums must be exact); every other case to the
-// product with the activations as they are. M covers the tiles of 1 to 4 rows and the GEMM.
+// product with the activations as they are. M covers the tiles of 1 to 4 rows and the GEMM. The grid
+// i-quants take part where the build has their codebooks (TypeTraits.EveryTypeConvertsOrIsStorageOnly
+// says which builds must).
 TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
     const auto * q8k = wsp_ggml_get_type_traits(WSP_GGML_TYPE_Q8_K);
     for (wsp_ggml_type type :
          { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
-           WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS }) {
+           WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_IQ2_XXS,
+           WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ2_S, WSP_GGML_TYPE_IQ3_XXS, WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_S,
+           WSP_GGML_TYPE_IQ1_M }) {
+        const bool grid = type == WSP_GGML_TYPE_IQ2_XXS || type == WSP_GGML_TYPE_IQ2_XS ||
+                          type == WSP_GGML_TYPE_IQ2_S || type == WSP_GGML_TYPE_IQ3_XXS || type == WSP_GGML_TYPE_IQ3_S ||
+                          type == WSP_GGML_TYPE_IQ1_S || type == WSP_GGML_TYPE_IQ1_M;
+        if (grid && wsp_ggml_get_type_traits(type)->to_float == nullptr) {
+            continue; // a grid i-quant in a build without the codebooks
+        }
         for (int64_t M : { 1, 3, 6, 9, 150 }) {
             SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " M=" + std::to_string(M));
             const auto *      tr = wsp_ggml_get_type_traits(type);

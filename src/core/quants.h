@@ -153,6 +153,58 @@ struct block_iq4_xs {
 };
 static_assert(sizeof(block_iq4_xs) == 136, "wrong iq4_xs block size");
 
+// The grid i-quants (Note [client codebooks] in cmake/iq_grids.cmake): groups of 8 (or 4) weights
+// as indices into a codebook, with signs and scales per 32 weights
+struct block_iq2_xxs {
+    uint16_t d;
+    uint16_t qs[QK_K / 8]; // per 32 weights: 4 codebook bytes, then 4 x 7 sign bits and a 4-bit scale
+};
+static_assert(sizeof(block_iq2_xxs) == 66, "wrong iq2_xxs block size");
+
+struct block_iq2_xs {
+    uint16_t d;
+    uint16_t qs[QK_K / 8]; // per 8 weights: a 9-bit codebook index and 7 sign bits
+    uint8_t  scales[QK_K / 32];
+};
+static_assert(sizeof(block_iq2_xs) == 74, "wrong iq2_xs block size");
+
+struct block_iq2_s {
+    uint16_t d;
+    uint8_t  qs[QK_K / 4]; // the codebook indices' low 8 bits, then the sign bytes
+    uint8_t  qh[QK_K / 32];
+    uint8_t  scales[QK_K / 32];
+};
+static_assert(sizeof(block_iq2_s) == 82, "wrong iq2_s block size");
+
+struct block_iq3_xxs {
+    uint16_t d;
+    uint8_t  qs[3 * QK_K / 8]; // 64 codebook bytes, then per 32 weights 4 x 7 sign bits and a 4-bit scale
+};
+static_assert(sizeof(block_iq3_xxs) == 98, "wrong iq3_xxs block size");
+
+struct block_iq3_s {
+    uint16_t d;
+    uint8_t  qs[QK_K / 4];
+    uint8_t  qh[QK_K / 32];
+    uint8_t  signs[QK_K / 8];
+    uint8_t  scales[QK_K / 64];
+};
+static_assert(sizeof(block_iq3_s) == 110, "wrong iq3_s block size");
+
+struct block_iq1_s {
+    uint16_t d;
+    uint8_t  qs[QK_K / 8];
+    uint16_t qh[QK_K / 32]; // per 32 weights: 4 x 3 high index bits, a 3-bit scale, the delta's sign
+};
+static_assert(sizeof(block_iq1_s) == 50, "wrong iq1_s block size");
+
+struct block_iq1_m {
+    uint8_t qs[QK_K / 8];
+    uint8_t qh[QK_K / 16];     // per 8 weights: 3 high index bits and the delta's sign
+    uint8_t scales[QK_K / 32]; // 3-bit scales; the fp16 d in the top nibbles of its four 16-bit words
+};
+static_assert(sizeof(block_iq1_m) == 56, "wrong iq1_m block size");
+
 // the 6-bit scale and min j (0..7) of a Q4_K / Q5_K block: j < 4 in the low 6 bits of bytes j and
 // j + 4; the others' low 4 bits in byte j + 4, their high 2 bits in the top bits of bytes j - 4, j
 inline void scale_min_k4(int j, const uint8_t * q, uint8_t & d, uint8_t & m) {
@@ -180,6 +232,16 @@ void dequantize_row_tq1_0(const block_tq1_0 * x, float * y, int64_t k);
 void dequantize_row_tq2_0(const block_tq2_0 * x, float * y, int64_t k);
 void dequantize_row_iq4_nl(const block_iq4_nl * x, float * y, int64_t k);
 void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t k);
+
+// the grid i-quants' dequantizers (quants_iq.cpp), defined where the build has the client's
+// codebooks (WSP_GGML_IQ_GRIDS); without them the types are storage-only
+void dequantize_row_iq2_xxs(const block_iq2_xxs * x, float * y, int64_t k);
+void dequantize_row_iq2_xs(const block_iq2_xs * x, float * y, int64_t k);
+void dequantize_row_iq2_s(const block_iq2_s * x, float * y, int64_t k);
+void dequantize_row_iq3_xxs(const block_iq3_xxs * x, float * y, int64_t k);
+void dequantize_row_iq3_s(const block_iq3_s * x, float * y, int64_t k);
+void dequantize_row_iq1_s(const block_iq1_s * x, float * y, int64_t k);
+void dequantize_row_iq1_m(const block_iq1_m * x, float * y, int64_t k);
 
 // Their reference quantizers (quantize_k.cpp), bit for bit the client's reference quantization
 // (from_float_ref of its type traits). IQ4_NL's reference tries no scales beyond its first fit;

@@ -26,6 +26,17 @@ wsp_ggml_type_traits converters(const char * name, int64_t block_size) {
     return { name, block_size, 0, sizeof(Block), true, to_float_fn<Block, To>, from_float_fn<Block, From> };
 }
 
+// a grid i-quant: its dequantizer where the build read the codebooks (WSP_GGML_IQ_GRIDS), else
+// storage-only
+// clang-format off
+#if WSP_GGML_IQ_GRIDS
+#    define WSP_GRID_TYPE(block, name) \
+        { #name, QK_K, 0, sizeof(block), true, to_float_fn<block, dequantize_row_##name>, nullptr }
+#else
+#    define WSP_GRID_TYPE(block, name) { #name, QK_K, 0, sizeof(block), true, nullptr, nullptr }
+#endif
+// clang-format on
+
 void f32_to_float(const void * x, float * y, int64_t k) {
     std::memcpy(y, x, (size_t) k * sizeof(float));
 }
@@ -126,20 +137,21 @@ wsp_ggml_type_traits make_table_entry(int t) {
             return converters<block_iq4_nl, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref>("iq4_nl", QK4_NL);
         case WSP_GGML_TYPE_IQ4_XS:
             return converters<block_iq4_xs, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref>("iq4_xs", QK_K);
-        // the i-quants of grids: declared for model files, no converters, so every backend refuses
-        // to compute with them
-        case WSP_GGML_TYPE_IQ2_XXS: return { "iq2_xxs", QK_K, 0, 66, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ2_XS: return { "iq2_xs", QK_K, 0, 74, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ3_XXS: return { "iq3_xxs", QK_K, 0, 98, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ1_S: return { "iq1_s", QK_K, 0, 50, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ3_S: return { "iq3_s", QK_K, 0, 110, true, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ2_S: return { "iq2_s", QK_K, 0, 82, true, nullptr, nullptr };
+        // the i-quants of grids (quants_iq.cpp): dequantized where the build has the client's
+        // codebooks (Note [client codebooks]), storage-only otherwise, so that every backend refuses
+        // to compute with them; no reference quantizer (the client's searches its codebook)
+        case WSP_GGML_TYPE_IQ2_XXS: return WSP_GRID_TYPE(block_iq2_xxs, iq2_xxs);
+        case WSP_GGML_TYPE_IQ2_XS: return WSP_GRID_TYPE(block_iq2_xs, iq2_xs);
+        case WSP_GGML_TYPE_IQ3_XXS: return WSP_GRID_TYPE(block_iq3_xxs, iq3_xxs);
+        case WSP_GGML_TYPE_IQ1_S: return WSP_GRID_TYPE(block_iq1_s, iq1_s);
+        case WSP_GGML_TYPE_IQ3_S: return WSP_GRID_TYPE(block_iq3_s, iq3_s);
+        case WSP_GGML_TYPE_IQ2_S: return WSP_GRID_TYPE(block_iq2_s, iq2_s);
         case WSP_GGML_TYPE_I8: return { "i8", 1, 0, 1, false, nullptr, nullptr };
         case WSP_GGML_TYPE_I16: return { "i16", 1, 0, 2, false, nullptr, nullptr };
         case WSP_GGML_TYPE_I32: return { "i32", 1, 0, 4, false, nullptr, nullptr };
         case WSP_GGML_TYPE_I64: return { "i64", 1, 0, 8, false, nullptr, nullptr };
         case WSP_GGML_TYPE_F64: return { "f64", 1, 0, 8, false, nullptr, nullptr };
-        case WSP_GGML_TYPE_IQ1_M: return { "iq1_m", QK_K, 0, 56, true, nullptr, nullptr };
+        case WSP_GGML_TYPE_IQ1_M: return WSP_GRID_TYPE(block_iq1_m, iq1_m);
         case WSP_GGML_TYPE_BF16: return { "bf16", 1, 0, 2, false, bf16_to_float, bf16_from_float };
         default: return removed_type;
     }

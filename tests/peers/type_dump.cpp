@@ -7,7 +7,8 @@
 //   DIR/<type>.ref    seeded floats quantized by the type's reference quantizer (from_float_ref)
 //   DIR/<type>.chunk  the same floats through wsp_ggml_wsp_quantize_chunk (the name both headers
 //                     have) without an importance matrix (not for Q8_K, which the client's aborts on)
-// A type whose converter is missing gets a line saying so and no file.
+// A type whose converter is missing gets a line saying so and no file. The grid i-quants are
+// dequantized only: ours reads the client's codebooks (Note [client codebooks]) and has no quantizer.
 //
 // The floats are 24 blocks of 256 values, each block a case the quantizers treat apart: gaussian
 // values at scales from 1e-3 to 10, all positive, all negative, one constant value, a single
@@ -80,13 +81,27 @@ int main(int argc, char ** argv) {
         wsp_ggml_type    type;
         std::vector<int> fp16_at;
         int              f32_at;
+        bool             grid = false; // a grid i-quant: dequantized only (ours has no quantizer)
     };
     const Case cases[] = {
-        { WSP_GGML_TYPE_Q2_K, { 80, 82 }, -1 }, { WSP_GGML_TYPE_Q3_K, { 108 }, -1 },
-        { WSP_GGML_TYPE_Q4_K, { 0, 2 }, -1 },   { WSP_GGML_TYPE_Q5_K, { 0, 2 }, -1 },
-        { WSP_GGML_TYPE_Q6_K, { 208 }, -1 },    { WSP_GGML_TYPE_Q8_K, {}, 0 },
-        { WSP_GGML_TYPE_TQ1_0, { 52 }, -1 },    { WSP_GGML_TYPE_TQ2_0, { 64 }, -1 },
-        { WSP_GGML_TYPE_IQ4_NL, { 0 }, -1 },    { WSP_GGML_TYPE_IQ4_XS, { 0 }, -1 },
+        { WSP_GGML_TYPE_Q2_K, { 80, 82 }, -1 },
+        { WSP_GGML_TYPE_Q3_K, { 108 }, -1 },
+        { WSP_GGML_TYPE_Q4_K, { 0, 2 }, -1 },
+        { WSP_GGML_TYPE_Q5_K, { 0, 2 }, -1 },
+        { WSP_GGML_TYPE_Q6_K, { 208 }, -1 },
+        { WSP_GGML_TYPE_Q8_K, {}, 0 },
+        { WSP_GGML_TYPE_TQ1_0, { 52 }, -1 },
+        { WSP_GGML_TYPE_TQ2_0, { 64 }, -1 },
+        { WSP_GGML_TYPE_IQ4_NL, { 0 }, -1 },
+        { WSP_GGML_TYPE_IQ4_XS, { 0 }, -1 },
+        // the grid i-quants (IQ1_M's d is in the scales: below)
+        { WSP_GGML_TYPE_IQ2_XXS, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ2_XS, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ2_S, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ3_XXS, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ3_S, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ1_S, { 0 }, -1, true },
+        { WSP_GGML_TYPE_IQ1_M, {}, -1, true },
     };
     std::vector<bool>        zero_block;
     const std::vector<float> input = quantizer_input(zero_block);
@@ -111,6 +126,13 @@ int main(int argc, char ** argv) {
                 const float v = scale(rng);
                 std::memcpy(&blocks[i * bs + c.f32_at], &v, sizeof(v));
             }
+            if (c.type == WSP_GGML_TYPE_IQ1_M) { // d's 16 bits in the top nibbles of the 4 scale words
+                const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
+                for (int w = 0; w < 4; ++w) {
+                    uint8_t & top = blocks[i * bs + 48 + 2 * w + 1];
+                    top           = (uint8_t) ((top & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
+                }
+            }
         }
         // the blocks were drawn in any case, so the next type's are the same with or without this one
         if (tr->to_float == nullptr) {
@@ -124,6 +146,9 @@ int main(int argc, char ** argv) {
             std::printf("%s: %zu values\n", name.c_str(), y.size());
         }
 
+        if (c.grid) {
+            continue;
+        }
         // the quantizers, into zeroed buffers (Q8_K's reference leaves an all-zero block's sums)
         std::vector<float> x = input;
         if (c.type == WSP_GGML_TYPE_IQ4_NL) { // see the top: its reference's zero blocks are not defined
