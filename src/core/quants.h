@@ -4,6 +4,7 @@
 // (SPEC.md), and their reference (scalar) quantize / dequantize rows.
 
 #include "ggml.h"
+#include "log.h"
 
 #include <cstdint>
 
@@ -232,6 +233,24 @@ void dequantize_row_tq1_0(const block_tq1_0 * x, float * y, int64_t k);
 void dequantize_row_tq2_0(const block_tq2_0 * x, float * y, int64_t k);
 void dequantize_row_iq4_nl(const block_iq4_nl * x, float * y, int64_t k);
 void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t k);
+
+// Note [even signs]: IQ2 and IQ3_XXS keep 7 of each 8 weights' sign bits; the eighth makes the
+// count of negative weights even. Sign byte of the 7-bit index i: i, with bit 7 its parity.
+inline uint8_t iq_even_signs(uint32_t i) {
+    return (uint8_t) (i | ((uint32_t) __builtin_parity(i) << 7));
+}
+
+// the grid i-quants' codebooks (quants_iq.cpp, Note [client codebooks]), for the CPU kernels
+struct IqCodebooks {
+    const uint64_t * iq2xxs; // 256 points of 8 bytes
+    const uint64_t * iq2xs;  // 512
+    const uint64_t * iq2s;   // 1024
+    const uint32_t * iq3xxs; // 256 points of 4 bytes
+    const uint32_t * iq3s;   // 512
+    const uint64_t * iq1s;   // 2048 points of 8 signed bytes (-1, 0, 1)
+};
+// null where the build has no codebooks
+WSP_INTERNAL_API const IqCodebooks * iq_codebooks();
 
 // the grid i-quants' dequantizers (quants_iq.cpp), defined where the build has the client's
 // codebooks (WSP_GGML_IQ_GRIDS); without them the types are storage-only

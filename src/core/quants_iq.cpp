@@ -2,8 +2,8 @@
 // group of 8 weights (4 for IQ3) is a codebook point: codebook bytes are the magnitudes (IQ2: 8,
 // 25 or 43; IQ3: odd values up to 62), IQ1's are -1, 0 or +1 moved by a delta of 1/8. The codebooks
 // are the client's data (Note [client codebooks], cmake/iq_grids.cmake) and are compiled in only
-// where the build read them (WSP_GGML_IQ_GRIDS); without them the types are storage-only and this
-// file builds nothing (types.cpp gives the types no converter).
+// where the build read them (WSP_GGML_IQ_GRIDS); without them the types are storage-only (types.cpp
+// gives them no converter) and iq_codebooks() is null.
 //
 // Each keeps the client's order of operations (built without FMA contraction, as quants.cpp):
 // a scale d * (0.5 + s) * 0.25 (or its type's form) is rounded as written, then multiplied by the
@@ -38,10 +38,8 @@ inline uint8_t point_byte(uint64_t point, int j) {
     return (uint8_t) (point >> (8 * j));
 }
 
-// Note [even signs]: IQ2 and IQ3_XXS keep 7 of each 8 weights' sign bits; the eighth makes the
-// count of negative weights even. Sign byte of the 7-bit index i: i, with bit 7 its parity.
-inline uint8_t even_signs(uint32_t i) {
-    return (uint8_t) (i | ((uint32_t) __builtin_parity(i) << 7));
+inline uint8_t even_signs(uint32_t i) { // Note [even signs] (quants.h)
+    return iq_even_signs(i);
 }
 
 // the client multiplies by -1 or +1; a table keeps that multiply (the same values, NaN included)
@@ -59,7 +57,13 @@ inline void put8(float * y, float db, uint64_t point, uint8_t signs) {
     }
 }
 
+constexpr IqCodebooks CODEBOOKS = { iq2xxs_grid, iq2xs_grid, iq2s_grid, iq3xxs_grid, iq3s_grid, iq1s_grid };
+
 } // namespace
+
+const IqCodebooks * iq_codebooks() {
+    return &CODEBOOKS;
+}
 
 void dequantize_row_iq2_xxs(const block_iq2_xxs * x, float * y, int64_t k) {
     for (int64_t i = 0; i < k / QK_K; ++i) {
@@ -199,6 +203,12 @@ void dequantize_row_iq1_m(const block_iq1_m * x, float * y, int64_t k) {
     }
 }
 
-#endif // without the codebooks these types are storage-only (types.cpp) and nothing here is built
+#else // without the codebooks these types are storage-only (types.cpp)
+
+const IqCodebooks * iq_codebooks() {
+    return nullptr;
+}
+
+#endif
 
 } // namespace wsp

@@ -546,6 +546,8 @@ block_q8_K * carve_q8_k(const ComputeParams & p, const Geometry & g, float ** sc
     return qx;
 }
 
+} // namespace
+
 // Phase 1: the tasks split the super-blocks of all b rows (not the rows: at M = 1 every task takes
 // a share of the one row) and quantize them with the client's Q8_K reference, then wait
 const block_q8_K * quantize_activations_q8_k(const ComputeParams & p, const Geometry & g) {
@@ -556,8 +558,6 @@ const block_q8_K * quantize_activations_q8_k(const ComputeParams & p, const Geom
     p.barrier();
     return qx;
 }
-
-} // namespace
 
 float kq_dot(wsp_ggml_type t, const void * x, const block_q8_K * y, int64_t nsb) {
     float out = 0.0f;

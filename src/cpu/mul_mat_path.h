@@ -29,6 +29,21 @@ inline bool is_k_quant(wsp_ggml_type t) {
     }
 }
 
+// the grid i-quants, whose dot_q8 nodes quantize the activations to Q8_K too (mul_mat_iq.cpp);
+// only where the build has their codebooks do they compute at all
+inline bool is_grid_iquant(wsp_ggml_type t) {
+    switch (t) {
+        case WSP_GGML_TYPE_IQ2_XXS:
+        case WSP_GGML_TYPE_IQ2_XS:
+        case WSP_GGML_TYPE_IQ2_S:
+        case WSP_GGML_TYPE_IQ3_XXS:
+        case WSP_GGML_TYPE_IQ3_S:
+        case WSP_GGML_TYPE_IQ1_S:
+        case WSP_GGML_TYPE_IQ1_M: return true;
+        default: return false;
+    }
+}
+
 // weight types whose small-batch path quantizes the activations to 8 bits
 inline bool uses_q8_activations(wsp_ggml_type a_type) {
     switch (a_type) {
@@ -37,7 +52,7 @@ inline bool uses_q8_activations(wsp_ggml_type a_type) {
         case WSP_GGML_TYPE_Q5_0:
         case WSP_GGML_TYPE_Q5_1:
         case WSP_GGML_TYPE_Q8_0: return true;
-        default: return is_k_quant(a_type);
+        default: return is_k_quant(a_type) || is_grid_iquant(a_type);
     }
 }
 

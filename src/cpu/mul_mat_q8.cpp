@@ -220,7 +220,7 @@ const BlockQ8 * quantize_activations(const ComputeParams & p, const Geometry & g
 }
 
 size_t dot_q8_work_size(const Geometry & g, int nth) {
-    if (is_k_quant(g.a->type)) {
+    if (is_k_quant(g.a->type) || is_grid_iquant(g.a->type)) {
         return kq_work_size(g, nth);
     }
     return q8_activations_work_size(g, nth) + dot_q8_paired_work_size(g, nth);
@@ -229,6 +229,10 @@ size_t dot_q8_work_size(const Geometry & g, int nth) {
 void dot_q8_compute(const ComputeParams & p, const Geometry & g) {
     if (is_k_quant(g.a->type)) {
         kq_compute(p, g); // activations to Q8_K, not to blocks of 32
+        return;
+    }
+    if (is_grid_iquant(g.a->type)) {
+        iq_compute(p, g); // Q8_K too
         return;
     }
     if (dot_q8_paired_compute(p, g)) {
