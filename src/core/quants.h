@@ -236,8 +236,11 @@ void dequantize_row_iq4_xs(const block_iq4_xs * x, float * y, int64_t k);
 
 // Note [even signs]: IQ2 and IQ3_XXS keep 7 of each 8 weights' sign bits; the eighth makes the
 // count of negative weights even. Sign byte of the 7-bit index i: i, with bit 7 its parity.
-inline uint8_t iq_even_signs(uint32_t i) {
-    return (uint8_t) (i | ((uint32_t) __builtin_parity(i) << 7));
+constexpr uint8_t iq_even_signs(uint32_t i) {
+    uint32_t p = i ^ (i >> 4); // the parity of i's 7 bits, folded (no builtin: nvcc includes this)
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return (uint8_t) (i | ((p & 1) << 7));
 }
 
 // the grid i-quants' codebooks (quants_iq.cpp, Note [client codebooks]), for the CPU kernels

@@ -55,12 +55,8 @@ struct SignTables {
             }
             of[b] = v;
         }
-        for (int i = 0; i < 128; ++i) {
-            int parity = 0;
-            for (int j = 0; j < 7; ++j) {
-                parity ^= (i >> j) & 1;
-            }
-            even[i] = of[i | (parity << 7)];
+        for (uint32_t i = 0; i < 128; ++i) {
+            even[i] = of[iq_even_signs(i)];
         }
     }
 };
