@@ -9,9 +9,10 @@
 //     IQ3_S:   c = 2 s + 1, F = 1,  v = point byte * sign
 //     IQ1_*:   c = 2 s + 1, F = 8,  v = 8 g + e, g the point's -1 / 0 / 1 and e = -1 or +1 the
 //              delta's sign (the delta is 1/8)
-// (the dequantizers' d * (0.5 + s) * 0.25 is d (2 s + 1) / 8, and so on). A super-block decodes to
-// 256 unsigned bytes u (the magnitudes; IQ1: g + 1), 256 signs (IQ1: +1) and 16 scales c; against
-// Q8_K activations q its dot is d * d_y / F * sum_h c_h * sum(v q) over each half h of 16, with
+// (the dequantizers' d * (0.5 + s) * 0.25 is d (2 s + 1) / 8, and so on). Each group of 32 weights
+// decodes to 32 unsigned bytes u (the magnitudes; IQ1: g + 1), their signs (IQ1: the delta's) and
+// 2 scales c; against Q8_K activations q a super-block's dot is d * d_y / F * sum_h c_h * sum(v q)
+// over each half h of 16, with
 //     sum(v q) = sum(u * (sign q))                           (IQ2, IQ3)
 //     sum(v q) = 8 sum(u q) - 8 sum(q) + sum(e q)            (IQ1)
 // all exact in 16-bit pairs (|u (sign q)| <= 62 * 127 per byte, twice; IQ1's
