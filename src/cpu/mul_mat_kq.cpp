@@ -67,18 +67,22 @@ inline __m128i load128(const void * p) {
     return _mm_loadu_si128(static_cast<const __m128i *>(p));
 }
 
-// the 6-bit scales and mins of a Q4_K / Q5_K block (scale_min_k4's layout), each twice: one per half
+// the 6-bit scales and mins of a Q4_K / Q5_K block (scale_min_k4's layout), each twice: one per
+// half. Bytes 0..3 hold the low 6 bits of the scales of groups 0..3, bytes 4..7 those of the mins;
+// bytes 8..11 the low 4 bits of groups 4..7 (scale in the low nibble, min in the high), whose top 2
+// bits are the top 2 of bytes 0..3 (scales) and 4..7 (mins). Shuffled in one register, as scalar
+// words they went through the stack.
 inline void k4_scales_mins(const uint8_t * packed, __m128i & sc, __m128i & mn) {
-    uint32_t a[3];
-    std::memcpy(a, packed, sizeof(a));
-    const uint32_t s_lo = a[0] & 0x3f3f3f3f; // groups 0..3: the low 6 bits of bytes 0..3 and 4..7
-    const uint32_t m_lo = a[1] & 0x3f3f3f3f;
-    const uint32_t s_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4); // groups 4..7
-    const uint32_t m_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
-    const __m128i  s    = _mm_setr_epi32((int) s_lo, (int) s_hi, 0, 0);
-    const __m128i  m    = _mm_setr_epi32((int) m_lo, (int) m_hi, 0, 0);
-    sc                  = _mm_unpacklo_epi8(s, s);
-    mn                  = _mm_unpacklo_epi8(m, m);
+    const __m128i v = load128(packed); // the 12 bytes and 4 after them (the block goes on: qs)
+    // out bytes 0..7: the scales of groups 0..7; 8..15: their mins
+    const __m128i x    = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i low  = _mm_and_si128(x, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0));
+    const __m128i nib  = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
+    const __m128i top  = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)); // bits 6, 7 to 4, 5
+    const __m128i all  = _mm_or_si128(_mm_or_si128(low, nib), high);
+    sc                 = _mm_unpacklo_epi8(all, all);
+    mn                 = _mm_unpackhi_epi8(all, all);
 }
 #endif
 
@@ -152,17 +156,17 @@ struct KQ3 : NoMins {
     using Block              = block_q3_K;
     static constexpr int off = 4;
 #if WSP_MM_Q8_SIMD
-    // the same unpacking as dequantize_row_q3_K, four bytes at a time
+    // dequantize_row_q3_K's unpacking in one register: scale h has its low 4 bits in byte h (h < 8)
+    // or the high nibble of byte h - 8, its high 2 bits at bit 2 (h / 4) of byte 8 + h % 4
     static __m128i scales8(const Block & b) {
-        constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-        uint32_t           aux[4];
-        std::memcpy(aux, b.scales, 12);
-        const uint32_t tmp = aux[2];
-        aux[2]             = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-        aux[3]             = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-        aux[0]             = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-        aux[1]             = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-        return _mm_sub_epi8(load128(aux), _mm_set1_epi8(32));
+        // the 16 bytes that end with the scales (the 12 and qs' last 4): a load inside the block
+        const __m128i v    = load128(b.scales - 4);
+        const __m128i x    = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+        const __m128i low  = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0, 0)),
+                                          _mm_and_si128(_mm_srli_epi16(x, 4), _mm_setr_epi32(0, 0, 0x0f0f0f0f, 0x0f0f0f0f)));
+        const __m128i y    = _mm_shuffle_epi8(v, _mm_set1_epi32(0x0f0e0d0c)); // bytes 8..11 in each word
+        const __m128i high = _mm_and_si128(_mm_srlv_epi32(y, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+        return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
     }
     static void scales_mins8(const Block & b, __m128i & sc, __m128i & mn) {
         sc = scales8(b);
@@ -362,7 +366,7 @@ struct KQ6 : NoMins {
 // 8 lanes
 template <class T, int R>
 inline void corrections(const typename T::Block & b, __m128i sc8, __m128i mn8, float d, const block_q8_K * const * x,
-                        int64_t ib, __m256 (&corr)[R]) {
+                        int64_t ib, __m256 * corr) {
     if (T::off == 0 && !T::has_mins) {
         return;
     }
@@ -381,6 +385,17 @@ inline void corrections(const typename T::Block & b, __m128i sc8, __m128i mn8, f
         corr[r] = _mm256_fmadd_ps(c, _mm256_set1_ps(x[r][ib].d), corr[r]);
     }
 }
+
+// every cache line of the block PREFETCH bytes ahead (a super-block spans 2 to 4 lines)
+template <class Block>
+inline void prefetch_block(const Block * b) {
+    const char * p = reinterpret_cast<const char *>(b) + PREFETCH;
+#    pragma GCC unroll 4
+    for (size_t o = 0; o < sizeof(Block); o += 64) {
+        _mm_prefetch(p + o, _MM_HINT_T0);
+    }
+}
+
 #endif
 
 // out[r] = dot of one weight row (nsb super-blocks) with the Q8_K rows x[r], r < R
@@ -398,7 +413,7 @@ void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float
     }
     for (int64_t ib = 0; ib < nsb; ++ib) {
         const typename T::Block & b = w[ib];
-        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
+        prefetch_block(w + ib);
         __m128i sc8, mn8;
         T::scales_mins8(b, sc8, mn8);
         const float d = fp16_to_fp32(b.d);
@@ -458,6 +473,48 @@ void kq_tile(const void * wrow, const block_q8_K * const * x, int64_t nsb, float
 }
 
 #if WSP_MM_KQ_PAIRS
+// one super-block b of a weight row against the Q8_K rows x[r] (block ib), two groups a step
+// (Note [K-quant pairs]): acc[r] += d d_y sum_h s_h sum(u q), corr[r] as corrections() gives it
+template <class T, int R>
+inline void kq_pairs_block(const typename T::Block & b, const block_q8_K * const * x, int64_t ib, __m512 * acc,
+                           __m256 * corr) {
+    prefetch_block(&b);
+    __m128i sc8, mn8;
+    T::scales_mins8(b, sc8, mn8);
+    const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8)); // s_h in 16-bit lane h
+    const float   d   = fp16_to_fp32(b.d);
+    __m512i       isum[R];
+    for (int r = 0; r < R; ++r) {
+        isum[r] = _mm512_setzero_si512();
+    }
+#    pragma GCC unroll 4
+    for (int p = 0; p < GROUPS / 2; ++p) {
+        const __m512i u = T::pair(b, p);
+        // 16-bit lane i of maddubs covers bytes 2i, 2i + 1: half 4p + i / 8
+        const __m512i sv = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(
+                _mm512_set1_epi16((short) (4 * p)),
+                _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15,
+                                                   14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                  3)),
+            s16);
+#    pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const __m512i q    = _mm512_loadu_si512(x[r][ib].qs + 64 * p);
+            const __m512i prod = _mm512_maddubs_epi16(u, q);
+#    if defined(__AVX512VNNI__)
+            isum[r] = _mm512_dpwssd_epi32(isum[r], prod, sv);
+#    else
+            isum[r] = _mm512_add_epi32(isum[r], _mm512_madd_epi16(prod, sv));
+#    endif
+        }
+    }
+    corrections<T, R>(b, sc8, mn8, d, x, ib, corr);
+    for (int r = 0; r < R; ++r) {
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_set1_ps(d * x[r][ib].d), acc[r]);
+    }
+}
+
 // kq_tile with two groups a step (Note [K-quant pairs]); the mins and offset corrections as there
 template <class T, int R>
 void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb, float * out) {
@@ -469,46 +526,42 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
         corr[r] = _mm256_setzero_ps();
     }
     for (int64_t ib = 0; ib < nsb; ++ib) {
-        const typename T::Block & b = w[ib];
-        _mm_prefetch(reinterpret_cast<const char *>(w + ib) + PREFETCH, _MM_HINT_T0);
-        __m128i sc8, mn8;
-        T::scales_mins8(b, sc8, mn8);
-        const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8)); // s_h in 16-bit lane h
-        const float   d   = fp16_to_fp32(b.d);
-        __m512i       isum[R];
-        for (int r = 0; r < R; ++r) {
-            isum[r] = _mm512_setzero_si512();
-        }
-#    pragma GCC unroll 4
-        for (int p = 0; p < GROUPS / 2; ++p) {
-            const __m512i u = T::pair(b, p);
-            // 16-bit lane i of maddubs covers bytes 2i, 2i + 1: half 4p + i / 8
-            const __m512i sv = _mm512_permutexvar_epi16(
-                _mm512_add_epi16(
-                    _mm512_set1_epi16((short) (4 * p)),
-                    _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
-                                                       15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                      3)),
-                s16);
-#    pragma GCC unroll 4
-            for (int r = 0; r < R; ++r) {
-                const __m512i q    = _mm512_loadu_si512(x[r][ib].qs + 64 * p);
-                const __m512i prod = _mm512_maddubs_epi16(u, q);
-#    if defined(__AVX512VNNI__)
-                isum[r] = _mm512_dpwssd_epi32(isum[r], prod, sv);
-#    else
-                isum[r] = _mm512_add_epi32(isum[r], _mm512_madd_epi16(prod, sv));
-#    endif
-            }
-        }
-        corrections<T, R>(b, sc8, mn8, d, x, ib, corr);
-        for (int r = 0; r < R; ++r) {
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_set1_ps(d * x[r][ib].d), acc[r]);
-        }
+        kq_pairs_block<T, R>(w[ib], x, ib, acc, corr);
     }
     for (int r = 0; r < R; ++r) {
         out[r] = hsum512(acc[r]) - hsum256(corr[r]);
     }
+}
+
+// Note [four-row stream]: at M = 1 a weight row of K = 1280 is 5 super-blocks, and what a row
+// costs beyond them (the call, zeroing, two horizontal sums, the store: about 40 instructions
+// against 60 a super-block) was a tenth of it. Four weight rows go together, super-block by
+// super-block, and their sums reduce in one transposed step to four floats.
+constexpr int WK = 4;
+
+template <class T>
+void kq_four_rows(const char * w0, size_t row_bytes, const block_q8_K * x, int64_t nsb, float * out) {
+    const typename T::Block * w[WK];
+    __m512                    acc[WK];
+    __m256                    corr[WK];
+    for (int j = 0; j < WK; ++j) {
+        w[j]    = reinterpret_cast<const typename T::Block *>(w0 + j * row_bytes);
+        acc[j]  = _mm512_setzero_ps();
+        corr[j] = _mm256_setzero_ps();
+    }
+    for (int64_t ib = 0; ib < nsb; ++ib) {
+#    pragma GCC unroll 4
+        for (int j = 0; j < WK; ++j) {
+            kq_pairs_block<T, 1>(w[j][ib], &x, ib, &acc[j], &corr[j]);
+        }
+    }
+    __m256 h[WK]; // each row's 16 lanes folded to 8, the correction taken off
+    for (int j = 0; j < WK; ++j) {
+        h[j] = _mm256_sub_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[j]), _mm512_extractf32x8_ps(acc[j], 1)), corr[j]);
+    }
+    // lane l of each 128-bit half: row l's partial sums
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
 }
 #endif
 
@@ -517,6 +570,25 @@ constexpr int RK = 4; // b rows per tile: 3 accumulators each + the decoded grou
 template <class T>
 void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const block_q8_K * qx) {
     const int64_t nsb = g.K / QK_K;
+#if WSP_MM_KQ_PAIRS
+    if (g.M == 1) { // Note [four-row stream]
+        const block_q8_K * x    = qx + batch * nsb;
+        const char *       a0   = g.a_row(0, batch);
+        char *             d0   = g.dst_row(0, batch);
+        const size_t       a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+        int64_t            i    = i0;
+        for (float out[WK]; i + WK <= i1; i += WK) {
+            kq_four_rows<T>(a0 + i * a_nb, a_nb, x, nsb, out);
+            for (int j = 0; j < WK; ++j) {
+                *reinterpret_cast<float *>(d0 + (i + j) * d_nb0) = out[j];
+            }
+        }
+        for (; i < i1; ++i) {
+            kq_tile_pairs<T, 1>(a0 + i * a_nb, &x, nsb, reinterpret_cast<float *>(d0 + i * d_nb0));
+        }
+        return;
+    }
+#endif
     tile_rows<RK>(g, batch, i0, i1, qx, nsb, [&](const char * w, const block_q8_K * const * x, int r, float * out) {
 #if WSP_MM_KQ_PAIRS
         switch (r) {
