@@ -537,8 +537,8 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
 // costs beyond them (the call, zeroing, two horizontal sums, the store: about 40 instructions
 // against 60 a super-block) was a tenth of it. Four weight rows go together, super-block by
 // super-block, and their sums reduce in one transposed step to four floats.
-// The four rows are a quarter of the task's range apart, so the task reads four streams of memory,
-// as the bandwidth probe does: with four adjacent rows (one stream), Q4_K 1280x5120 took 72 us in
+// The four rows are a quarter of the task's range apart (q8_blocks.h's for_four_rows), so the task
+// reads four streams of memory, as the bandwidth probe does: with four adjacent rows (one stream), Q4_K 1280x5120 took 72 us in
 // the cache and about 100 from DRAM (2 threads); the prefetches alone did not close that gap.
 constexpr int WK = 4;
 
@@ -575,27 +575,9 @@ void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const bl
     const int64_t nsb = g.K / QK_K;
 #if WSP_MM_KQ_PAIRS
     if (g.M == 1) { // Note [four-row stream]
-        const block_q8_K * x    = qx + batch * nsb;
-        const char *       a0   = g.a_row(0, batch);
-        char *             d0   = g.dst_row(0, batch);
-        const size_t       a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
-        // the four rows of a step a quarter of the range apart: four streams of memory, as the
-        // bandwidth probe reads (Note [four-row stream])
-        const int64_t q = (i1 - i0) / WK;
-        for (int64_t i = i0; i < i0 + q; ++i) {
-            const char * rows[WK];
-            float        out[WK];
-            for (int j = 0; j < WK; ++j) {
-                rows[j] = a0 + (i + j * q) * a_nb;
-            }
-            kq_four_rows<T>(rows, x, nsb, out);
-            for (int j = 0; j < WK; ++j) {
-                *reinterpret_cast<float *>(d0 + (i + j * q) * d_nb0) = out[j];
-            }
-        }
-        for (int64_t i = i0 + WK * q; i < i1; ++i) {
-            kq_tile_pairs<T, 1>(a0 + i * a_nb, &x, nsb, reinterpret_cast<float *>(d0 + i * d_nb0));
-        }
+        const block_q8_K * x = qx + batch * nsb;
+        for_four_rows(g, batch, i0, i1, [&](const char * const * rows, float * out) { kq_four_rows<T>(rows, x, nsb, out); },
+                      [&](const char * row, float * out) { kq_tile_pairs<T, 1>(row, &x, nsb, out); });
         return;
     }
 #endif

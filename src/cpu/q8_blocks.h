@@ -222,6 +222,31 @@ void tile_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const 
     }
 }
 
+// Weight rows [i0, i1) of a batch against its one b row, four at a time a quarter of the range
+// apart (Note [four-row stream], mul_mat_kq.cpp): four(the 4 rows, their 4 outputs), and one(row,
+// out) for the rows left over
+template <class Four, class One>
+void for_four_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, Four && four, One && one) {
+    const char *  a0   = g.a_row(0, batch);
+    char *        d0   = g.dst_row(0, batch);
+    const size_t  a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
+    const int64_t q    = (i1 - i0) / 4;
+    for (int64_t i = i0; i < i0 + q; ++i) {
+        const char * rows[4];
+        float        out[4];
+        for (int j = 0; j < 4; ++j) {
+            rows[j] = a0 + (i + j * q) * a_nb;
+        }
+        four(rows, out);
+        for (int j = 0; j < 4; ++j) {
+            *reinterpret_cast<float *>(d0 + (i + j * q) * d_nb0) = out[j];
+        }
+    }
+    for (int64_t i = i0 + 4 * q; i < i1; ++i) {
+        one(a0 + i * a_nb, reinterpret_cast<float *>(d0 + i * d_nb0));
+    }
+}
+
 // fn(weight row, its output) for rows [i0, i1) of a batch, with one b row
 template <class Fn>
 void for_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, Fn && fn) {
