@@ -241,9 +241,9 @@ struct IQ1M {
             g.pt[l]          = cb.iq1s[((qs >> (8 * l)) & 0xff) | ((h & 7) << 8)];
             g.neg[l]         = h & 8 ? ALL_NEG : 0;
         }
-        // bit 3 of each nibble of qh to all 8 bits of its run's byte
-        g.neg_bits = (uint32_t) (((qh >> 3) & 1) * 0xffu) | (uint32_t) (((qh >> 7) & 1) * 0xffu) << 8 |
-                     (uint32_t) (((qh >> 11) & 1) * 0xffu) << 16 | (uint32_t) (((qh >> 15) & 1) * 0xffu) << 24;
+        // bit 3 of each nibble of qh to bit 0 of its run's byte, then to all 8 bits (no carries)
+        const uint32_t t = (qh >> 3) & 0x1111;
+        g.neg_bits       = ((t & 1) | ((t & 0x10) << 4) | ((t & 0x100) << 8) | ((t & 0x1000) << 12)) * 0xffu;
         const uint32_t sc    = load_u16(b.scales + 2 * (ib / 2));
         const int      shift = 6 * (ib % 2);
         g.c0                 = 2 * ((sc >> shift) & 7) + 1;
