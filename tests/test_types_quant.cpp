@@ -443,7 +443,8 @@ std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_
 // K-quant weight at few b rows takes the dot_q8 path (mul_mat_kq.cpp), which quantizes the b rows
 // to Q8_K as the client's kernels do, and is held to the product of the dequantized weights with the
 // Q8_K round trip of the activations (so its integer sums must be exact); every other case to the
-// product with the activations as they are. M covers the tiles of 1 to 4 rows and the GEMM. The grid
+// product with the activations as they are. M covers the tiles of 1 to 4 rows, the four-row stream
+// of one b row and the GEMM. The grid
 // i-quants take part where the build has their codebooks (TypeTraits.EveryTypeConvertsOrIsStorageOnly
 // says which builds must).
 TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
@@ -462,7 +463,9 @@ TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
         for (int64_t M : { 1, 3, 6, 9, 150 }) {
             SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " M=" + std::to_string(M));
             const auto *      tr = wsp_ggml_get_type_traits(type);
-            const int64_t     K = 1280, N = 6;
+            // at M = 1 each task takes its rows four at a time, a quarter of its range apart (Note
+            // [four-row stream]): 37 rows give the two tasks 20 and 17, with one left over
+            const int64_t K = 1280, N = M == 1 ? 37 : 6;
             OwnedCtx          c(1 << 23);
             wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
             wsp_ggml_tensor * x    = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, M);
