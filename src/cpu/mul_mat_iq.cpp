@@ -159,8 +159,8 @@ struct IQ2S {
             g.neg[l] = SIGNS.of[(signs >> (8 * l)) & 0xff];
         }
         g.neg_bits = signs;
-        g.c0 = 2 * (b.scales[ib] & 0xf) + 1;
-        g.c1 = 2 * (b.scales[ib] >> 4) + 1;
+        g.c0       = 2 * (b.scales[ib] & 0xf) + 1;
+        g.c1       = 2 * (b.scales[ib] >> 4) + 1;
     }
 };
 
@@ -242,8 +242,8 @@ struct IQ1M {
             g.neg[l]         = h & 8 ? ALL_NEG : 0;
         }
         // bit 3 of each nibble of qh to bit 0 of its run's byte, then to all 8 bits (no carries)
-        const uint32_t t = (qh >> 3) & 0x1111;
-        g.neg_bits       = ((t & 1) | ((t & 0x10) << 4) | ((t & 0x100) << 8) | ((t & 0x1000) << 12)) * 0xffu;
+        const uint32_t t     = (qh >> 3) & 0x1111;
+        g.neg_bits           = ((t & 1) | ((t & 0x10) << 4) | ((t & 0x100) << 8) | ((t & 0x1000) << 12)) * 0xffu;
         const uint32_t sc    = load_u16(b.scales + 2 * (ib / 2));
         const int      shift = 6 * (ib % 2);
         g.c0                 = 2 * ((sc >> shift) & 7) + 1;
@@ -273,7 +273,8 @@ inline void iq_block(const IqCodebooks & cb, const typename T::Block & b, const 
     for (int gi = 0; gi < QK_K / 32; ++gi) {
         Group g;
         T::group(cb, b, gi, g);
-        __m256i u = _mm256_set_epi64x((long long) g.pt[3], (long long) g.pt[2], (long long) g.pt[1], (long long) g.pt[0]);
+        __m256i u =
+            _mm256_set_epi64x((long long) g.pt[3], (long long) g.pt[2], (long long) g.pt[1], (long long) g.pt[0]);
         if (T::TERNARY) {
             u = _mm256_add_epi8(u, ones); // g + 1: 0, 1, 2
         }
@@ -390,9 +391,9 @@ void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const bl
 #if WSP_MM_Q8_SIMD
     if (g.M == 1) {
         const block_q8_K * x = qx + batch * nsb;
-        for_four_rows(g, batch, i0, i1,
-                      [&](const char * const * rows, float * out) { iq_four_rows<T>(cb, rows, x, nsb, out); },
-                      [&](const char * row, float * out) { iq_tile<T, 1>(cb, row, &x, nsb, out); });
+        for_four_rows(
+            g, batch, i0, i1, [&](const char * const * rows, float * out) { iq_four_rows<T>(cb, rows, x, nsb, out); },
+            [&](const char * row, float * out) { iq_tile<T, 1>(cb, row, &x, nsb, out); });
         return;
     }
 #endif

@@ -160,10 +160,11 @@ struct KQ3 : NoMins {
     // or the high nibble of byte h - 8, its high 2 bits at bit 2 (h / 4) of byte 8 + h % 4
     static __m128i scales8(const Block & b) {
         // the 16 bytes that end with the scales (the 12 and qs' last 4): a load inside the block
-        const __m128i v    = load128(b.scales - 4);
-        const __m128i x    = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-        const __m128i low  = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0, 0)),
-                                          _mm_and_si128(_mm_srli_epi16(x, 4), _mm_setr_epi32(0, 0, 0x0f0f0f0f, 0x0f0f0f0f)));
+        const __m128i v = load128(b.scales - 4);
+        const __m128i x = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+        const __m128i low =
+            _mm_or_si128(_mm_and_si128(x, _mm_setr_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0, 0)),
+                         _mm_and_si128(_mm_srli_epi16(x, 4), _mm_setr_epi32(0, 0, 0x0f0f0f0f, 0x0f0f0f0f)));
         const __m128i y    = _mm_shuffle_epi8(v, _mm_set1_epi32(0x0f0e0d0c)); // bytes 8..11 in each word
         const __m128i high = _mm_and_si128(_mm_srlv_epi32(y, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
         return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
@@ -390,7 +391,7 @@ inline void corrections(const typename T::Block & b, __m128i sc8, __m128i mn8, f
 template <class Block>
 inline void prefetch_block(const Block * b) {
     const char * p = reinterpret_cast<const char *>(b) + PREFETCH;
-#    pragma GCC unroll 4
+#    pragma GCC  unroll 4
     for (size_t o = 0; o < sizeof(Block); o += 64) {
         _mm_prefetch(p + o, _MM_HINT_T0);
     }
@@ -538,8 +539,8 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
 // against 60 a super-block) was a tenth of it. Four weight rows go together, super-block by
 // super-block, and their sums reduce in one transposed step to four floats.
 // The four rows are a quarter of the task's range apart (q8_blocks.h's for_four_rows), so the task
-// reads four streams of memory, as the bandwidth probe does: with four adjacent rows (one stream), Q4_K 1280x5120 took 72 us in
-// the cache and about 100 from DRAM (2 threads); the prefetches alone did not close that gap.
+// reads four streams of memory, as the bandwidth probe does: with four adjacent rows (one stream), Q4_K 1280x5120 took
+// 72 us in the cache and about 100 from DRAM (2 threads); the prefetches alone did not close that gap.
 constexpr int WK = 4;
 
 template <class T>
@@ -576,8 +577,9 @@ void rows_of(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, const bl
 #if WSP_MM_KQ_PAIRS
     if (g.M == 1) { // Note [four-row stream]
         const block_q8_K * x = qx + batch * nsb;
-        for_four_rows(g, batch, i0, i1, [&](const char * const * rows, float * out) { kq_four_rows<T>(rows, x, nsb, out); },
-                      [&](const char * row, float * out) { kq_tile_pairs<T, 1>(row, &x, nsb, out); });
+        for_four_rows(
+            g, batch, i0, i1, [&](const char * const * rows, float * out) { kq_four_rows<T>(rows, x, nsb, out); },
+            [&](const char * row, float * out) { kq_tile_pairs<T, 1>(row, &x, nsb, out); });
         return;
     }
 #endif

@@ -230,7 +230,7 @@ void for_four_rows(const Geometry & g, int64_t batch, int64_t i0, int64_t i1, Fo
     const char *  a0   = g.a_row(0, batch);
     char *        d0   = g.dst_row(0, batch);
     const size_t  a_nb = g.a->nb[1], d_nb0 = g.dst->nb[0];
-    const int64_t q    = (i1 - i0) / 4;
+    const int64_t q = (i1 - i0) / 4;
     for (int64_t i = i0; i < i0 + q; ++i) {
         const char * rows[4];
         float        out[4];
