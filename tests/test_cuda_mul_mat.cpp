@@ -288,8 +288,14 @@ TEST(CudaMulMatQ, KQuantWeights) {
             check(c, seed++);
         }
     }
-    // the same kernels read them element by element: each path once
-    for (wsp_ggml_type t : { WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
+    // the same kernels read them element by element: each path once (the grid i-quants from random
+    // blocks, where the build read the client's codebooks)
+    for (wsp_ggml_type t : { WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0,
+                             WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ2_S, WSP_GGML_TYPE_IQ3_XXS,
+                             WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_S, WSP_GGML_TYPE_IQ1_M }) {
+        if (wsp_ggml_get_type_traits(t)->to_float == nullptr) {
+            continue; // CudaMulMatQ.SupportsQuantizedWeights checks the refusal
+        }
         for (int64_t M : { 1, 9 }) {
             check({ t, WSP_GGML_TYPE_F32, 512, 37, M }, seed++);
         }
@@ -338,17 +344,23 @@ TEST(CudaMulMatQ, MatchesCpuBackend) {
 TEST(CudaMulMatQ, SupportsQuantizedWeights) {
     REQUIRE_GPU();
     wsp_ggml_backend_t   cuda = wsp_ggml_backend_cuda_init(0);
-    wsp_ggml_init_params p    = { 32 * wsp_ggml_tensor_overhead(), nullptr, true };
+    wsp_ggml_init_params p    = { 64 * wsp_ggml_tensor_overhead(), nullptr, true };
     wsp_ggml_context *   ctx  = wsp_ggml_init(p);
     for (wsp_ggml_type t : quant_types()) {
         wsp_ggml_tensor * w = wsp_ggml_new_tensor_2d(ctx, t, 64, 5);
         wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 64, 3);
         EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, w, x))) << wsp_ggml_type_name(t);
     }
-    // types without a kernel (the grid i-quants: no CUDA codebooks) are refused, not miscomputed
-    wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 5);
-    wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 256, 3);
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, k, x)));
+    // the grid i-quants have a kernel exactly where the build read the client's codebooks (as the
+    // CPU's to_float); elsewhere they are refused, not miscomputed
+    for (wsp_ggml_type t : { WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ2_S, WSP_GGML_TYPE_IQ3_XXS,
+                             WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_S, WSP_GGML_TYPE_IQ1_M }) {
+        wsp_ggml_tensor * k = wsp_ggml_new_tensor_2d(ctx, t, 256, 5);
+        wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 256, 3);
+        EXPECT_EQ(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat(ctx, k, x)),
+                  wsp_ggml_get_type_traits(t)->to_float != nullptr)
+            << wsp_ggml_type_name(t);
+    }
     wsp_ggml_free(ctx);
     wsp_ggml_backend_free(cuda);
 }

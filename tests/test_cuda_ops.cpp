@@ -103,7 +103,7 @@ void fill_all(wsp_ggml_context * ctx, const Fill & fill, float lo, float hi) {
             continue;
         }
         ++seed;
-        if (fill && fill(t, seed)) {
+        if ((fill && fill(t, seed)) || fill_random_blocks(t, seed)) {
             continue;
         }
         const std::vector<float> v = random_values((size_t) wsp_ggml_nelements(t), seed, lo, hi);
@@ -399,12 +399,18 @@ wsp_ggml_tensor * copy_to(wsp_ggml_context * ctx, wsp_ggml_tensor * src, wsp_ggm
 }
 
 // the K-quants' rows (a whisper K-quant model's token embedding), and IQ4_NL's, IQ4_XS's,
-// TQ1_0's and TQ2_0's, read element by element bit for bit as the CPU's to_float
+// TQ1_0's, TQ2_0's and the grid i-quants' (random blocks, where the build read the client's
+// codebooks), read element by element bit for bit as the CPU's to_float
 TEST(CudaGetRows, KQuantRows) {
     REQUIRE_GPU();
     for (wsp_ggml_type type :
          { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
-           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
+           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ2_XXS,
+           WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ2_S, WSP_GGML_TYPE_IQ3_XXS, WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_S,
+           WSP_GGML_TYPE_IQ1_M }) {
+        if (wsp_ggml_get_type_traits(type)->to_float == nullptr) {
+            continue; // a grid i-quant in a build without the codebooks
+        }
         SCOPED_TRACE(wsp_ggml_type_name(type));
         compare(
             [&](wsp_ggml_context * ctx) {

@@ -58,7 +58,8 @@ void compare(const Build & build, const Fill & fill = nullptr) {
         g.build(out);
         uint32_t seed = 11;
         for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(g.ctx()); t; t = wsp_ggml_get_next_tensor(g.ctx(), t)) {
-            if (!(t->flags & WSP_GGML_TENSOR_FLAG_INPUT) || (fill && fill(t, ++seed))) {
+            if (!(t->flags & WSP_GGML_TENSOR_FLAG_INPUT) || (fill && fill(t, ++seed)) ||
+                fill_random_blocks(t, ++seed)) {
                 continue;
             }
             set_values(t, random_values((size_t) wsp_ggml_nelements(t), ++seed, -2.0f, 2.0f));
@@ -265,13 +266,17 @@ TEST(CudaConv, MulMatId) {
         expert_ids(3, true));
 }
 
-// K-quant experts (rows of whole super-blocks; IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 too), dequantized
-// element by element on both sides
+// K-quant experts (rows of whole super-blocks; IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and, where the build
+// read the client's codebooks, the grid i-quants too), dequantized element by element on both sides
 TEST(CudaConv, MulMatIdKQuants) {
     REQUIRE_GPU();
-    for (wsp_ggml_type at :
-         { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K, WSP_GGML_TYPE_Q6_K,
-           WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0, WSP_GGML_TYPE_TQ2_0 }) {
+    for (wsp_ggml_type at : { WSP_GGML_TYPE_Q2_K, WSP_GGML_TYPE_Q3_K, WSP_GGML_TYPE_Q4_K, WSP_GGML_TYPE_Q5_K,
+                              WSP_GGML_TYPE_Q6_K, WSP_GGML_TYPE_IQ4_NL, WSP_GGML_TYPE_IQ4_XS, WSP_GGML_TYPE_TQ1_0,
+                              WSP_GGML_TYPE_TQ2_0, WSP_GGML_TYPE_IQ2_XXS, WSP_GGML_TYPE_IQ2_XS, WSP_GGML_TYPE_IQ2_S,
+                              WSP_GGML_TYPE_IQ3_XXS, WSP_GGML_TYPE_IQ3_S, WSP_GGML_TYPE_IQ1_S, WSP_GGML_TYPE_IQ1_M }) {
+        if (wsp_ggml_get_type_traits(at)->to_float == nullptr) {
+            continue; // a grid i-quant in a build without the codebooks: CudaConv.SupportIsExact
+        }
         SCOPED_TRACE(wsp_ggml_type_name(at));
         compare(
             [&](wsp_ggml_context * ctx) {
@@ -357,12 +362,13 @@ TEST(CudaConv, SupportIsExact) {
     wsp_ggml_tensor *  ids = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_I32, 2, 3);
     wsp_ggml_tensor *  b   = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 32, 2, 3);
     wsp_ggml_tensor *  bq  = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_Q8_0, 32, 2, 3);
-    // a grid i-quant: no CUDA dequantizer (the CPU reads it through the client's codebooks where built)
+    // a grid i-quant: a CUDA dequantizer exactly where the build read the client's codebooks, as the CPU
     wsp_ggml_tensor * i2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_IQ2_XXS, 256, 4, 3);
     wsp_ggml_tensor * b2 = wsp_ggml_new_tensor_3d(ctx, WSP_GGML_TYPE_F32, 256, 2, 3);
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, q, b, ids)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, x, bq, ids)));
-    EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, i2, b2, ids)));
+    EXPECT_EQ(wsp_ggml_backend_supports_op(cuda, wsp_ggml_mul_mat_id(ctx, i2, b2, ids)),
+              wsp_ggml_get_type_traits(WSP_GGML_TYPE_IQ2_XXS)->to_float != nullptr);
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_pool_1d(ctx, q, WSP_GGML_OP_POOL_MAX, 2, 2, 0)));
     EXPECT_TRUE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_out_prod(ctx, q, x)));
     EXPECT_FALSE(wsp_ggml_backend_supports_op(cuda, wsp_ggml_out_prod(ctx, x, q)));

@@ -399,43 +399,6 @@ struct OwnedCtx {
     wsp_ggml_context * ctx;
 };
 
-// seeded random blocks of a super-block type with finite scales (the fields type_dump sets)
-std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_t seed) {
-    const size_t         bs = wsp_ggml_type_size(type);
-    std::vector<uint8_t> b(bs * (size_t) n_blocks);
-    std::mt19937         rng(seed);
-    for (uint8_t & v : b) {
-        v = (uint8_t) rng();
-    }
-    std::vector<int> fp16_at;
-    switch (type) {
-        case WSP_GGML_TYPE_Q2_K: fp16_at = { 80, 82 }; break;
-        case WSP_GGML_TYPE_Q3_K: fp16_at = { 108 }; break;
-        case WSP_GGML_TYPE_Q4_K:
-        case WSP_GGML_TYPE_Q5_K: fp16_at = { 0, 2 }; break;
-        case WSP_GGML_TYPE_Q6_K: fp16_at = { 208 }; break;
-        case WSP_GGML_TYPE_TQ1_0: fp16_at = { 52 }; break;
-        case WSP_GGML_TYPE_TQ2_0: fp16_at = { 64 }; break;
-        case WSP_GGML_TYPE_IQ1_M: break; // its d is in the scales' top nibbles: below
-        default: fp16_at = { 0 }; break; // IQ4_NL, IQ4_XS and the grid i-quants
-    }
-    std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
-    for (int64_t i = 0; i < n_blocks; ++i) {
-        for (int at : fp16_at) {
-            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
-            std::memcpy(&b[(size_t) i * bs + at], &h, sizeof(h));
-        }
-        if (type == WSP_GGML_TYPE_IQ1_M) { // the top nibble of each of the 4 scale words at byte 48
-            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
-            for (int w = 0; w < 4; ++w) {
-                uint8_t & top = b[(size_t) i * bs + 48 + 2 * w + 1];
-                top           = (uint8_t) ((top & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
-            }
-        }
-    }
-    return b;
-}
-
 } // namespace
 
 // The super-block types have a dequantizer and a reference quantizer (both bit for bit the client's:
@@ -462,10 +425,10 @@ TEST(SuperBlockTypes, MulMatAndGetRowsComputeThroughTheDequantizer) {
         }
         for (int64_t M : { 1, 3, 6, 9, 150 }) {
             SCOPED_TRACE(std::string(wsp_ggml_type_name(type)) + " M=" + std::to_string(M));
-            const auto *      tr = wsp_ggml_get_type_traits(type);
+            const auto * tr = wsp_ggml_get_type_traits(type);
             // at M = 1 each task takes its rows four at a time, a quarter of its range apart (Note
             // [four-row stream]): 37 rows give the two tasks 20 and 17, with one left over
-            const int64_t K = 1280, N = M == 1 ? 37 : 6;
+            const int64_t     K = 1280, N = M == 1 ? 37 : 6;
             OwnedCtx          c(1 << 23);
             wsp_ggml_tensor * w    = wsp_ggml_new_tensor_2d(c.ctx, type, K, N);
             wsp_ggml_tensor * x    = wsp_ggml_new_tensor_2d(c.ctx, WSP_GGML_TYPE_F32, K, M);

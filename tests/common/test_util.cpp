@@ -419,11 +419,62 @@ int fill_inputs(Graph & g, uint32_t seed, float lo, float hi) {
     for (wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(g.ctx()); t != nullptr;
          t                   = wsp_ggml_get_next_tensor(g.ctx(), t)) {
         if ((t->flags & WSP_GGML_TENSOR_FLAG_INPUT) && t->data != nullptr) {
-            set_values(t, random_values((size_t) wsp_ggml_nelements(t), seed + (uint32_t) n, lo, hi));
+            if (!fill_random_blocks(t, seed + (uint32_t) n)) {
+                set_values(t, random_values((size_t) wsp_ggml_nelements(t), seed + (uint32_t) n, lo, hi));
+            }
             ++n;
         }
     }
     return n;
+}
+
+// seeded random blocks of a super-block type with finite scales (the fields type_dump sets)
+std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_t seed) {
+    const size_t         bs = wsp_ggml_type_size(type);
+    std::vector<uint8_t> b(bs * (size_t) n_blocks);
+    std::mt19937         rng(seed);
+    for (uint8_t & v : b) {
+        v = (uint8_t) rng();
+    }
+    std::vector<int> fp16_at;
+    switch (type) {
+        case WSP_GGML_TYPE_Q2_K: fp16_at = { 80, 82 }; break;
+        case WSP_GGML_TYPE_Q3_K: fp16_at = { 108 }; break;
+        case WSP_GGML_TYPE_Q4_K:
+        case WSP_GGML_TYPE_Q5_K: fp16_at = { 0, 2 }; break;
+        case WSP_GGML_TYPE_Q6_K: fp16_at = { 208 }; break;
+        case WSP_GGML_TYPE_TQ1_0: fp16_at = { 52 }; break;
+        case WSP_GGML_TYPE_TQ2_0: fp16_at = { 64 }; break;
+        case WSP_GGML_TYPE_IQ1_M: break; // its d is in the scales' top nibbles: below
+        default: fp16_at = { 0 }; break; // IQ4_NL, IQ4_XS and the grid i-quants
+    }
+    std::uniform_real_distribution<float> scale(-0.1f, 0.1f);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        for (int at : fp16_at) {
+            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
+            std::memcpy(&b[(size_t) i * bs + at], &h, sizeof(h));
+        }
+        if (type == WSP_GGML_TYPE_IQ1_M) { // the top nibble of each of the 4 scale words at byte 48
+            const wsp_ggml_fp16_t h = wsp_ggml_fp32_to_fp16(scale(rng));
+            for (int w = 0; w < 4; ++w) {
+                uint8_t & top = b[(size_t) i * bs + 48 + 2 * w + 1];
+                top           = (uint8_t) ((top & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
+            }
+        }
+    }
+    return b;
+}
+
+bool fill_random_blocks(wsp_ggml_tensor * t, uint32_t seed) {
+    if (!wsp_ggml_is_quantized(t->type) || wsp_ggml_get_type_traits(t->type)->from_float_ref != nullptr) {
+        return false;
+    }
+    const int64_t n_blocks = t->ne[0] / wsp_ggml_blck_size(t->type);
+    for_rows(t, [&](int64_t r, char * row) {
+        const std::vector<uint8_t> b = random_blocks(t->type, n_blocks, seed + (uint32_t) r);
+        std::memcpy(row, b.data(), b.size());
+    });
+    return true;
 }
 
 struct HostBufferType::Impl {

@@ -37,6 +37,13 @@ void               set_values(wsp_ggml_tensor * t, const std::vector<float> & va
 std::vector<float> get_values(const wsp_ggml_tensor * t);
 void               set_i32(wsp_ggml_tensor * t, const std::vector<int32_t> & values);
 
+// seeded random blocks of a super-block type with finite scales (the fields type_dump sets)
+std::vector<uint8_t> random_blocks(wsp_ggml_type type, int64_t n_blocks, uint32_t seed);
+
+// for a quantized type nothing quantizes to (the grid i-quants: no from_float_ref), each row of
+// t random_blocks (seed + row) and true; false for every other type
+bool fill_random_blocks(wsp_ggml_tensor * t, uint32_t seed);
+
 // element (i0, i1, i2, i3) of a logical array with the shape of t
 inline size_t flat_index(const wsp_ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (size_t) (((i3 * t->ne[2] + i2) * t->ne[1] + i1) * t->ne[0] + i0);
