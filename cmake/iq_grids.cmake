@@ -10,7 +10,7 @@
 #
 # With a header the build writes build/generated/iq_grids.h (one macro per codebook: its values as
 # an initializer list) and defines WSP_GGML_IQ_GRIDS=1; the dequantizers of those types exist then
-# (src/core/quants_iq.cpp). Without one the types stay storage-only, as types.cpp documents, and
+# (src/core/quants_iq.cpp, and on the device src/cuda/kernels/quant.cuh). Without one the types stay storage-only, as types.cpp documents, and
 # every backend refuses to compute with them. A header whose tables are not the format's sizes is
 # an error at configure time, not a silently different codebook.
 
