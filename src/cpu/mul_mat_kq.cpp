@@ -391,7 +391,8 @@ inline void corrections(const typename T::Block & b, __m128i sc8, __m128i mn8, f
 template <class Block>
 inline void prefetch_block(const Block * b) {
     const char * p = reinterpret_cast<const char *>(b) + PREFETCH;
-#    pragma GCC  unroll 4
+
+#    pragma GCC unroll 4
     for (size_t o = 0; o < sizeof(Block); o += 64) {
         _mm_prefetch(p + o, _MM_HINT_T0);
     }
@@ -537,10 +538,10 @@ void kq_tile_pairs(const void * wrow, const block_q8_K * const * x, int64_t nsb,
 // Note [four-row stream]: at M = 1 a weight row of K = 1280 is 5 super-blocks, and what a row
 // costs beyond them (the call, zeroing, two horizontal sums, the store: about 40 instructions
 // against 60 a super-block) was a tenth of it. Four weight rows go together, super-block by
-// super-block, and their sums reduce in one transposed step to four floats.
-// The four rows are a quarter of the task's range apart (q8_blocks.h's for_four_rows), so the task
-// reads four streams of memory, as the bandwidth probe does: with four adjacent rows (one stream), Q4_K 1280x5120 took
-// 72 us in the cache and about 100 from DRAM (2 threads); the prefetches alone did not close that gap.
+// super-block, and their sums reduce in one transposed step to four floats. The four rows are a
+// quarter of the task's range apart (q8_blocks.h's for_four_rows), so the task reads four streams
+// of memory, as the bandwidth probe does: with four adjacent rows (one stream) Q4_K 1280x5120 took
+// 72 us in the cache and about 100 from DRAM (2 threads), and more prefetching did not close that.
 constexpr int WK = 4;
 
 template <class T>
